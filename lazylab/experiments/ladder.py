@@ -1,0 +1,134 @@
+"""The width ladder (SPEC sections 5 and 7): bracket each arm's rate, then sweep width x seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lazylab.arms import Arm
+from lazylab.experiments import Reporter, Workspace
+
+PAPER_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+PAPER_ARMS = (
+    "yat-frozen", "yat-data-frozen", "relu-frozen", "gaussian-frozen",
+    "yat-trained", "yat-data-trained", "gaussian-trained", "relu-trained",
+)
+PRESETS = {
+    # The full protocol of SPEC section 5.
+    "paper": dict(arms=PAPER_ARMS, widths=PAPER_WIDTHS, seeds=(0, 1, 2), epochs=12, train_size=60000),
+    # A few minutes on two cores: the shape of the ladder, not its last digit.
+    "quick": dict(
+        arms=("yat-frozen", "relu-frozen", "gaussian-frozen", "yat-trained"),
+        widths=(16, 64, 256, 1024), seeds=(0,), epochs=3, train_size=60000,
+    ),
+}
+BRACKET_WIDTH = 256
+BRACKET_SEED = 0
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    """What to run. ``lr=None`` brackets each arm's rate at m = 256, seed 0 (SPEC section 5)."""
+
+    arms: tuple[Arm, ...]
+    widths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    epochs: int = 12
+    train_size: int = 60000
+    batch: int = 256
+    lr: float | None = None
+    fan_in: str = "unit"
+
+    def protocol(self) -> dict:
+        return dict(epochs=self.epochs, batch=self.batch, train_size=self.train_size, fan_in=self.fan_in)
+
+    def n_runs(self) -> int:
+        """Distinct runs (a bracket run at a ladder cell's config counts once)."""
+        total = 0
+        for arm in self.arms:
+            total += len(self.widths) * len(self.seeds)
+            if self.lr is None:
+                grid = len(arm.unit.grid(arm.trained))
+                overlap = BRACKET_WIDTH in self.widths and BRACKET_SEED in self.seeds
+                total += grid - (1 if overlap else 0)
+        return total
+
+
+@dataclass
+class ArmSummary:
+    """Per-arm outcome: chosen rate, bracket scores, and per-width statistics of ``best_acc`` (%)."""
+
+    arm: str
+    plugin: str
+    lr: float | None
+    bracket: dict[str, float | None] = field(default_factory=dict)
+    cells: dict[int, dict] = field(default_factory=dict)
+
+
+@dataclass
+class LadderResult:
+    plan: dict
+    arms: list[ArmSummary]
+    runs: list[dict]
+
+    def to_json(self) -> dict:
+        return {
+            "plan": self.plan,
+            "arms": [
+                {"arm": a.arm, "plugin": a.plugin, "lr": a.lr, "bracket": a.bracket,
+                 "cells": {str(w): c for w, c in a.cells.items()}}
+                for a in self.arms
+            ],
+            "runs": self.runs,
+        }
+
+
+def choose_rate(scores: dict[float, float | None]) -> float | None:
+    """The rate with the highest ``best_acc``; diverged runs (None) are never chosen; ties go to the first."""
+    finite = [(acc, -i, lr) for i, (lr, acc) in enumerate(scores.items()) if acc is not None]
+    return max(finite)[2] if finite else None
+
+
+def summarise(records: list[dict]) -> dict:
+    """Mean and sample std (ddof=0 for one seed) of ``best_acc`` (%) over seeds; diverged seeds counted apart."""
+    accs = [r["best_acc"] for r in records if r["best_acc"] is not None]
+    finals = [r["final_acc"] for r in records if r["final_acc"] is not None]
+    return {
+        "n": len(records),
+        "diverged": sum(r["diverged"] is not None for r in records),
+        "mean": float(np.mean(accs)) if accs else None,
+        "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
+        "final_mean": float(np.mean(finals)) if finals else None,
+        "seeds": [r["config"]["seed"] for r in records],
+    }
+
+
+def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter()) -> LadderResult:
+    """Bracket (unless ``plan.lr``), then train every (arm, width, seed) cell, memoized.
+
+    Returns: LadderResult with one ArmSummary per arm and every run record.
+    """
+    reporter.plan(plan.n_runs())
+    summaries, runs = [], []
+    for arm in plan.arms:
+        summary = ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr)
+        if plan.lr is None:
+            scores = {}
+            for lr in arm.unit.grid(arm.trained):
+                rec = ws.run_cell(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()), reporter)
+                scores[lr] = rec["best_acc"]
+                runs.append(rec)
+            summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
+            summary.lr = choose_rate(scores)
+        if summary.lr is not None:
+            for width in plan.widths:
+                records = [ws.run_cell(arm, ws.config(arm, width, seed, summary.lr, **plan.protocol()), reporter) for seed in plan.seeds]
+                runs.extend(r for r in records if r["key"] not in {x["key"] for x in runs})
+                summary.cells[width] = summarise(records)
+        summaries.append(summary)
+    plan_json = {
+        "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
+        "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),
+    }
+    return LadderResult(plan=plan_json, arms=summaries, runs=runs)

@@ -1,0 +1,85 @@
+"""The model of SPEC section 4: a bank of units (``feat``) then a linear head.
+
+Initialisations (SPEC section 3):
+  * random: ``flax.nnx.initializers.lecun_normal()(key, (m, d))``. flax takes
+    fan-in on axis -2, which is ``m`` here, so rows have norm about
+    ``sqrt(d / m)`` — the reference protocol's behaviour. Units that declare
+    ``fan_in="d"`` (ReLU, as a dense layer) or runs with ``fan_in="d"`` use
+    fan-in ``d`` instead (row norms about 1).
+  * data (Nystrom): ``m`` distinct training images drawn uniformly without
+    replacement.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from lazylab.arms import Arm
+from lazylab.errors import LazylabError
+
+N_CLASSES = 10
+N_REF = 512  # images used for data-dependent scalars (Gaussian median heuristic)
+
+
+def split_key(seed: int) -> tuple[jax.Array, jax.Array]:
+    """The bank key and the head key derived from one integer seed."""
+    bank_key, head_key = jax.random.split(jax.random.key(seed))
+    return bank_key, head_key
+
+
+def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: str = "unit") -> np.ndarray:
+    """Initial prototypes ``W`` of shape ``(width, d)``, float32.
+
+    Args:
+      arm: the arm (its unit and init decide the draw).
+      width: ``m >= 1``; for the data init at most ``len(x_train)``.
+      seed: integer seed.
+      x_train: ``(n, d)`` training images in [0, 1].
+      fan_in: ``"unit"`` or ``"d"`` (see module docstring).
+    Raises: LazylabError for a width the init cannot provide.
+    """
+    bank_key, _ = split_key(seed)
+    n, d = x_train.shape
+    if arm.init == "data":
+        if width > n:
+            raise LazylabError(f"width {width} exceeds the {n} training images available for data seeding")
+        idx = np.asarray(jax.random.choice(bank_key, n, (width,), replace=False))
+        return np.asarray(x_train[idx], np.float32)
+    axis_d = fan_in == "d" or arm.unit.fan_in == "d"
+    init = nnx.initializers.lecun_normal(in_axis=-1, out_axis=-2) if axis_d else nnx.initializers.lecun_normal()
+    return np.asarray(init(bank_key, (width, d), jnp.float32))
+
+
+class Model(nnx.Module):
+    """``feat`` (the bank, ``(n, d) -> (n, m)``) then ``head = nnx.Linear(m, 10)``."""
+
+    def __init__(self, feat: nnx.Module, width: int, head_key: jax.Array):
+        self.feat = feat
+        self.head = nnx.Linear(width, N_CLASSES, rngs=nnx.Rngs(params=head_key))
+
+    def __call__(self, x):
+        return self.head(self.feat(x))
+
+
+def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: str = "unit") -> Model:
+    """Bank (initialised per the arm) and head (flax defaults), deterministic in ``seed``."""
+    W = init_prototypes(arm, width, seed, x_train, fan_in)
+    feat = arm.unit.bank(W, np.asarray(x_train[:N_REF], np.float32))
+    _, head_key = split_key(seed)
+    return Model(feat, width, head_key)
+
+
+def bank_scalars(feat: nnx.Module) -> dict[str, float]:
+    """The bank's learned layer scalars (empty if the unit has none)."""
+    return feat.scalars() if hasattr(feat, "scalars") else {}
+
+
+def features(feat: nnx.Module, x: np.ndarray, chunk: int = 4096) -> jax.Array:
+    """Bank features ``(n, m)`` float32 for images ``x`` ``(n, d)``, computed in chunks."""
+    graphdef, state = nnx.split(feat)
+    apply = jax.jit(lambda s, xb: nnx.merge(graphdef, s)(xb))
+    parts = [apply(state, jnp.asarray(x[i : i + chunk])) for i in range(0, len(x), chunk)]
+    return jnp.concatenate(parts, axis=0)
