@@ -194,8 +194,7 @@ class ProgressReporter:
 def ladder_table(result) -> Table:
     """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate."""
     widths = result.plan["widths"]
-    table = Table(title="best_acc (%) on the test set, mean ± std over seeds "
-                        f"{','.join(map(str, result.plan['seeds']))}; {result.plan['epochs']} epochs")
+    table = Table()
     table.add_column("arm")
     for w in widths:
         table.add_column(f"m={w}", justify="right")
@@ -248,11 +247,14 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         raise LazylabError(f"--json: directory {json_path.parent} does not exist")
     ws = Workspace(data_dir, cache_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=False) as progress:
+    with Progress(*columns, console=err, transient=True) as progress:
         reporter = ProgressReporter(progress)
         result = run_ladder(ws, plan, reporter)
     for line in ws.memo.problems:
-        err.print(line)
+        click.echo(line, err=True)
+    plan = result.plan
+    out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan['seeds']))}; "
+              f"{plan['epochs']} epochs on {plan['train_size']} training images")
     out.print(ladder_table(result))
     out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
     if json_path is not None:
@@ -269,13 +271,13 @@ def main(argv=None) -> None:
         click.echo(exc.ctx.get_help())
         sys.exit(0)
     except click.ClickException as exc:
-        err.print(f"error: {exc.format_message()}", markup=False)
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except LazylabError as exc:
-        err.print(f"error: {exc}", markup=False)
+        click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        err.print("interrupted: every finished run is kept in the memo; run the same command to resume", markup=False)
+        click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)
 

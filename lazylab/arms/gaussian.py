@@ -39,16 +39,16 @@ class GaussianBank(nnx.Module):
         if x_ref is None:
             raise ValueError("the Gaussian unit needs x_ref for its median-heuristic bandwidth")
         self.W = nnx.Param(jnp.asarray(W, jnp.float32))
-        sigma0 = median_bandwidth(x_ref, self.W.value)
+        sigma0 = median_bandwidth(x_ref, self.W[...])
         self.sigma_raw = nnx.Param(jnp.asarray(inv_softplus(sigma0), jnp.float32))
 
     def __call__(self, x):
-        d2, _ = sq_distances(x, self.W.value)
-        sigma = jax.nn.softplus(self.sigma_raw.value)
+        d2, _ = sq_distances(x, self.W[...])
+        sigma = jax.nn.softplus(self.sigma_raw[...])
         return jnp.exp(-d2 / (2.0 * sigma**2))
 
     def scalars(self) -> dict[str, float]:
-        return {"sigma": float(jax.nn.softplus(self.sigma_raw.value))}
+        return {"sigma": float(jax.nn.softplus(self.sigma_raw[...]))}
 
 
 UNIT = Unit(

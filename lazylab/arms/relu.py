@@ -20,10 +20,10 @@ class ReluBank(nnx.Module):
 
     def __init__(self, W, x_ref=None):
         self.W = nnx.Param(jnp.asarray(W, jnp.float32))
-        self.c = nnx.Param(jnp.zeros((self.W.value.shape[0],), jnp.float32))
+        self.c = nnx.Param(jnp.zeros((self.W[...].shape[0],), jnp.float32))
 
     def __call__(self, x):
-        return jax.nn.relu(x @ self.W.value.T + self.c.value)
+        return jax.nn.relu(x @ self.W[...].T + self.c[...])
 
 
 UNIT = Unit(

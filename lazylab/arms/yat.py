@@ -29,15 +29,15 @@ class YatBank(nnx.Module):
         self.eps_raw = nnx.Param(jnp.asarray(inv_softplus(0.5), jnp.float32))
 
     def __call__(self, x):
-        d2, dot = sq_distances(x, self.W.value)
-        b = jax.nn.softplus(self.b_raw.value)
-        eps = jax.nn.softplus(self.eps_raw.value)
+        d2, dot = sq_distances(x, self.W[...])
+        b = jax.nn.softplus(self.b_raw[...])
+        eps = jax.nn.softplus(self.eps_raw[...])
         return (dot + b) ** 2 / (d2 + eps)
 
     def scalars(self) -> dict[str, float]:
         return {
-            "b": float(jax.nn.softplus(self.b_raw.value)),
-            "eps": float(jax.nn.softplus(self.eps_raw.value)),
+            "b": float(jax.nn.softplus(self.b_raw[...])),
+            "eps": float(jax.nn.softplus(self.eps_raw[...])),
         }
 
 

@@ -113,7 +113,7 @@ def train_run(ws: Workspace, arm: Arm, cfg: RunConfig, on_epoch=None) -> dict:
     t0 = time.perf_counter()
     d = ws.data.subset(train_size=cfg.train_size)
     model = build_model(arm, cfg.width, cfg.seed, d.x_train, cfg.fan_in)
-    W0 = np.array(model.feat.W.value)
+    W0 = np.array(model.feat.W[...])
     scalars0 = bank_scalars(model.feat)
     protocol = dict(lr=cfg.lr, epochs=cfg.epochs, batch=cfg.batch, seed=cfg.seed, weight_decay=cfg.weight_decay, on_epoch=on_epoch)
     if arm.trained:
@@ -133,7 +133,7 @@ def train_run(ws: Workspace, arm: Arm, cfg: RunConfig, on_epoch=None) -> dict:
         "train_loss": res.train_loss,
         "diverged": res.diverged,
         "scalars": {"start": scalars0, "end": None if res.diverged else bank_scalars(model.feat)},
-        "movement": None if res.diverged else movement(W0, np.asarray(model.feat.W.value)),
+        "movement": None if res.diverged else movement(W0, np.asarray(model.feat.W[...])),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     return record

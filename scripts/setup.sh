@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh Debian/Ubuntu machine: the Fashion-MNIST package
+# (unless LAZYLAB_DATA points elsewhere), a virtual environment in .venv, and
+# lazylab with its test extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${LAZYLAB_DATA:-}" ] && [ ! -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist
+fi
+
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'

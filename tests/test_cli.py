@@ -1,0 +1,111 @@
+"""The command line: one-line errors with exit 2, the memo, and a real (tiny) ladder."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from lazylab import data
+from lazylab.cli import main
+
+TINY = ["--train-size", "2048", "--epochs", "2", "--lr", "0.1", "--seeds", "0"]
+
+
+def run(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2, err
+    lines = [l for l in err.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_unknown_arm_names_the_available_ones(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozn")
+    assert_one_line_error(code, err, "yat-frozn", "yat-frozen", "relu-trained")
+
+
+@pytest.mark.parametrize("widths", ["0", "-3", "abc", "16,,", ""])
+def test_bad_width(capsys, memo_dir, widths):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", widths)
+    assert_one_line_error(code, err, "--widths")
+
+
+@pytest.mark.parametrize("arms", ["", ",", " "])
+def test_empty_arms(capsys, memo_dir, arms):
+    code, _, err = run(capsys, "ladder", "--arms", arms)
+    assert_one_line_error(code, err, "--arms")
+
+
+def test_missing_data_dir(capsys, memo_dir, tmp_path):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--data-dir", str(tmp_path / "nowhere"))
+    assert_one_line_error(code, err, "nowhere")
+
+
+def test_truncated_data_file(capsys, memo_dir, tmp_path):
+    bad = tmp_path / "fm"
+    bad.mkdir()
+    for name in data.FILES.values():
+        shutil.copy(data.DEBIAN_DIR / name, bad / name)
+    blob = (bad / "train-labels-idx1-ubyte.gz").read_bytes()
+    (bad / "train-labels-idx1-ubyte.gz").write_bytes(blob[: len(blob) // 2])
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--data-dir", str(bad))
+    assert_one_line_error(code, err, "train-labels-idx1-ubyte.gz")
+
+
+def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_dir, tmp_path):
+    out_json = tmp_path / "ladder.json"
+    argv = ["ladder", "--arms", "yat-frozen,relu-frozen", "--widths", "8,64", *TINY, "--json", str(out_json)]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "4 computed, 0 from the memo" in out
+    first = json.loads(out_json.read_text())
+    cells = {a["arm"]: a["cells"] for a in first["arms"]}
+    # Wider banks read out better even after one epoch on 512 images.
+    assert cells["yat-frozen"]["64"]["mean"] > cells["yat-frozen"]["8"]["mean"]
+    assert cells["relu-frozen"]["64"]["mean"] > 60.0
+    code, out2, _ = run(capsys, *argv)
+    assert code == 0
+    assert "0 computed, 4 from the memo" in out2
+    second = json.loads(out_json.read_text())
+    assert [r["best_acc"] for r in second["runs"]] == [r["best_acc"] for r in first["runs"]]
+    assert out2.split("runs:")[0] == out.split("runs:")[0]  # the same table
+
+
+def test_bracketing_picks_the_best_rate(capsys, memo_dir, tmp_path):
+    out_json = tmp_path / "b.json"
+    code, _, _ = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "32", "--seeds", "0",
+                     "--epochs", "1", "--train-size", "1024", "--json", str(out_json))
+    assert code == 0
+    arm = json.loads(out_json.read_text())["arms"][0]
+    assert set(arm["bracket"]) == {"0.03", "0.1", "0.3", "1.0"}
+    best = max(arm["bracket"], key=lambda k: arm["bracket"][k])
+    assert arm["lr"] == float(best)
+
+
+def test_arms_lists_builtins_with_their_plugin(capsys):
+    code, out, _ = run(capsys, "arms", "--json")
+    assert code == 0
+    listing = {a["arm"]: a for a in json.loads(out)["arms"]}
+    assert {"yat-frozen", "yat-data-frozen", "relu-frozen", "gaussian-frozen", "yat-trained",
+            "yat-data-trained", "gaussian-trained", "relu-trained"} <= set(listing)
+    assert listing["gaussian-frozen"]["init"] == "data"
+    assert listing["yat-frozen"]["distribution"] == "lazylab"
+
+
+def test_data_info_reports_real_counts_and_digests(capsys):
+    code, out, _ = run(capsys, "data", "info", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert (info["train"], info["test"]) == (60000, 10000)
+    assert all(f["verified"] for f in info["files"].values())
