@@ -15,7 +15,7 @@ filter on the model's state, so a frozen bank can be trained step by step
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Callable
 
 import jax
@@ -53,8 +53,14 @@ class FitResult:
         return self.curve[-1] if self.curve and self.diverged is None else None
 
 
+@lru_cache(maxsize=None)
 def optimizer(lr: float, weight_decay: float) -> optax.GradientTransformation:
-    """AdamW with the rate held in the optimiser state, so one compiled program serves every rate."""
+    """AdamW with the rate held in the optimiser state.
+
+    Cached: ``tx`` is a static argument of the jitted epoch, and a freshly built
+    transformation (new function objects) would miss jax's compile cache on
+    every run; the same (rate, decay) now reuses one compiled program.
+    """
     return optax.inject_hyperparams(optax.adamw)(learning_rate=lr, weight_decay=weight_decay)
 
 
@@ -108,6 +114,7 @@ def fit(
     weight_decay: float = 1e-4,
     trainable_filter=nnx.Param,
     on_epoch: Callable[[int, float], None] | None = None,
+    on_epoch_state: Callable[[int, object], None] | None = None,
 ) -> FitResult:
     """Train ``model`` in place of nothing: returns the final trainable state and curves.
 
@@ -119,6 +126,9 @@ def fit(
       trainable_filter: nnx filter naming what trains (e.g. ``nnx.PathContains("head")``);
         everything else is held fixed bit for bit.
       on_epoch: called as ``on_epoch(epoch, test_acc)`` after each epoch.
+      on_epoch_state: called as ``on_epoch_state(epoch, trainable)`` after each
+        epoch (1-based) with the trainable ``nnx.State``; its buffers are donated to
+        the next epoch, so copy what you keep (``jax.tree.map(np.array, trainable)``).
     Returns: FitResult; training stops at the first non-finite loss (diverged).
     Raises: ValueError if ``len(x_train) < batch``.
     """
@@ -147,5 +157,7 @@ def fit(
         result.curve.append(accuracy(graphdef, trainable, rest, x_test, y_test))
         if on_epoch:
             on_epoch(epoch + 1, result.curve[-1])
+        if on_epoch_state:
+            on_epoch_state(epoch + 1, trainable)
     result.trainable = trainable
     return result

@@ -9,6 +9,8 @@ import pytest
 # Tests must not touch the user's memo or environment-selected data.
 os.environ.pop("LAZYLAB_ARMS", None)
 os.environ.pop("LAZYLAB_STRICT_PLUGINS", None)
+# Nor the user's ./out: figures and tables written by default go to a throwaway folder.
+os.environ["LAZYLAB_OUT"] = __import__("tempfile").mkdtemp(prefix="lazylab-test-out-")
 
 
 @pytest.fixture(scope="session")

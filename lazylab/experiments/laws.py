@@ -1,0 +1,226 @@
+"""The ladder's laws measured (SPEC section 6): records in, an ``analysis`` dict out.
+
+``analyse_ladder`` turns a ``LadderResult`` into the study's findings — the
+ladder law per arm, the movement law per trained arm, the trained-minus-frozen
+gap per pair, the redundancy of each bank, and the learned scalars — using
+the pure functions of ``lazylab.analysis``. Only the redundancy needs new
+computation (a bank's features on real images); it is memoized like a run,
+keyed by a hash of its configuration. No printing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from lazylab import analysis as an
+from lazylab.arms import Arm
+from lazylab.config import CACHE_SCHEMA
+from lazylab.experiments import Workspace
+
+REDUNDANCY_WIDTH = 256  # SPEC section 6
+REDUNDANCY_IMAGES = 4000
+REDUNDANCY_SEED = 0
+REDUNDANCY_VERSION = 1  # bump if the measurement changes meaning
+
+
+def bank_name(arm: Arm) -> str:
+    """The bank an arm starts from, named like its arms without the bank mode: ``yat``, ``yat-data``, ``gaussian``."""
+    return arm.name.rsplit("-", 1)[0]
+
+
+def redundancy_config(ws: Workspace, arm: Arm, width: int, n: int, seed: int, fan_in: str, train_size: int) -> dict:
+    """The canonical configuration of one redundancy measurement (what its memo key hashes)."""
+    return {
+        "kind": "redundancy", "version": REDUNDANCY_VERSION, "schema": CACHE_SCHEMA,
+        "unit": arm.unit.name, "init": arm.init, "plugin": arm.plugin, "width": int(width), "n": int(n),
+        "seed": int(seed), "fan_in": fan_in, "train_size": int(train_size), "data": ws.fingerprint,
+    }
+
+
+def redundancy_key(cfg: dict) -> str:
+    """``"redundancy-"`` + the first 32 hex digits of SHA-256 of the canonical JSON of ``cfg``."""
+    blob = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+    return "redundancy-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: int = REDUNDANCY_IMAGES,
+                    seed: int = REDUNDANCY_SEED, fan_in: str = "unit", train_size: int = 60000) -> dict | None:
+    """Redundancy (``lazylab.analysis.redundancy``) of ``arm``'s initial bank on the first ``n`` training images.
+
+    The bank is built exactly as the ladder builds it (``build_model`` on the
+    first ``train_size`` training images, seed ``seed``), so it is the bank a
+    frozen arm reads out at that width and seed.
+
+    Returns: the redundancy dict plus ``bank``, ``seed`` and ``key``; or None
+      in memo-only mode when the measurement is not in the memo (its key is
+      then appended to ``ws.missing``).
+    Raises: LazylabError if ``n`` exceeds the training images or the width
+      cannot be drawn.
+    """
+    from lazylab.errors import LazylabError
+
+    cfg = redundancy_config(ws, arm, width, n, seed, fan_in, train_size)
+    key = redundancy_key(cfg)
+    rec = ws.memo.get_record(key)
+    if rec is not None:
+        return rec
+    if getattr(ws, "memo_only", False):
+        ws.missing.append(key)
+        return None
+    if n > train_size:
+        raise LazylabError(f"redundancy needs {n} training images but the ladder uses {train_size}")
+    import numpy as np
+
+    from lazylab.model import build_model, features
+
+    x = ws.data.x_train[:train_size]
+    model = build_model(arm, width, seed, x, fan_in)
+    F = np.asarray(features(model.feat, x[:n]))
+    rec = {**an.redundancy(F), "bank": bank_name(arm), "seed": seed, "key": key, "config": cfg}
+    ws.memo.put_record(key, rec)
+    return rec
+
+
+def ladder_records(result, arm: str) -> list[dict]:
+    """The run records behind ``arm``'s ladder cells: the chosen rate, the plan's widths and seeds."""
+    summary = next(a for a in result.arms if a.arm == arm)
+    widths, seeds = set(result.plan["widths"]), set(result.plan["seeds"])
+    return [r for r in result.runs
+            if r["config"]["arm"] == arm and r["config"]["lr"] == summary.lr
+            and r["config"]["width"] in widths and r["config"]["seed"] in seeds]
+
+
+def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: tuple[int, ...] | None = None,
+                   min_gain: float = an.DEFAULT_MIN_GAIN, redundancy_width: int = REDUNDANCY_WIDTH,
+                   redundancy_images: int = REDUNDANCY_IMAGES, redundancy: bool = True) -> dict:
+    """Every SPEC section 6 measurement for one ladder, as a JSON-ready dict.
+
+    Args:
+      ws: the workspace (memo; data only if a redundancy must be computed).
+      result: the ``LadderResult``.
+      arms: the plan's ``Arm`` objects (pairing needs unit and init).
+      climb_widths: fit every arm's ladder law on these widths instead of
+        its climbing region.
+      min_gain: the climbing-region rule's threshold (accuracy points).
+      redundancy_width, redundancy_images: the bank width and image count of
+        the redundancy measurement (SPEC: 256 and 4,000).
+      redundancy: measure it at all.
+    Returns: ``{"ladder_law": {arm: fit}, "movement": {arm: {width: stats}},
+      "movement_law": {arm: fit}, "gap": {"<trained> - <frozen>": gap},
+      "redundancy": {bank: dict}, "scalars": {arm: {name: {width: ...}}},
+      "settings": {...}}``. Fits that cannot be made carry ``"skipped"``.
+    """
+    by_name = {a.name: a for a in arms}
+    widths = result.plan["widths"]
+    out: dict = {
+        "settings": {"min_gain": min_gain, "climb_widths": list(climb_widths) if climb_widths else None,
+                     "accuracy": "best_acc mean over seeds (%)", "redundancy_width": redundancy_width,
+                     "redundancy_images": redundancy_images, "redundancy_seed": REDUNDANCY_SEED},
+        "ladder_law": {}, "movement": {}, "movement_law": {}, "gap": {}, "redundancy": {}, "scalars": {},
+    }
+    for a in result.arms:
+        means = [a.cells[w]["mean"] if w in a.cells else None for w in widths]
+        out["ladder_law"][a.arm] = an.ladder_law(widths, means, region=climb_widths, min_gain=min_gain)
+        records = ladder_records(result, a.arm)
+        move = an.per_width_stats(records, "movement.w_move_rel")
+        arm = by_name.get(a.arm)
+        if arm is not None and arm.trained:
+            out["movement"][a.arm] = {str(w): s for w, s in move.items()}
+            try:
+                out["movement_law"][a.arm] = an.movement_law(list(move), [s["mean"] for s in move.values()])
+            except ValueError as exc:
+                out["movement_law"][a.arm] = {"skipped": str(exc), "widths": list(move)}
+        scal = an.scalar_trajectory(records)
+        if scal:
+            out["scalars"][a.arm] = {name: {str(w): v for w, v in per.items()} for name, per in scal.items()}
+    cells = {a.arm: a.cells for a in result.arms}
+    for frozen, trained in an.pair_arms([by_name[a.arm] for a in result.arms if a.arm in by_name]):
+        g = an.gap(cells[frozen], cells[trained])
+        out["gap"][f"{trained} - {frozen}"] = {
+            "frozen": frozen, "trained": trained,
+            "per_width": {str(w): v for w, v in g["per_width"].items()},
+            "se": {str(w): v for w, v in g["se"].items()},
+            "largest_at": g["largest_at"], "smallest_at": g["smallest_at"],
+        }
+    if redundancy:
+        seen = set()
+        for arm in arms:
+            name = bank_name(arm)
+            if name in seen:
+                continue
+            seen.add(name)
+            # A ladder on fewer training images measures on all of them (n is in the output).
+            n = min(redundancy_images, result.plan["train_size"])
+            rec = bank_redundancy(ws, arm, redundancy_width, n, REDUNDANCY_SEED,
+                                  result.plan["fan_in"], result.plan["train_size"])
+            if rec is not None:
+                out["redundancy"][name] = {k: v for k, v in rec.items() if k not in ("config",)}
+    return out
+
+
+CSV_FIELDS = (
+    "key", "arm", "plugin", "width", "seed", "lr", "epochs", "batch", "train_size", "weight_decay", "fan_in",
+    "data", "in_ladder", "best_acc", "final_acc", "best_epoch", "diverged", "w_move_rel", "unit_median",
+    "unit_max", "seconds", "curve", "train_loss",
+)
+
+
+def runs_table(result) -> tuple[list[str], list[list]]:
+    """Every run of a ladder as CSV rows: ``(header, rows)``.
+
+    Columns: the run config, ``in_ladder`` (1 if the run is one of an arm's
+    ladder cells at its chosen rate, 0 for a bracket-only run), accuracies
+    (%), movement (relative norms), each learned scalar as
+    ``<name>_start``/``<name>_end``, seconds, and the per-epoch test accuracy
+    curve and training loss joined by ``;``. ``diverged`` is empty or
+    ``epoch:step``.
+    """
+    ladder_keys = {r["key"] for a in result.arms for r in ladder_records(result, a.arm)}
+    names = sorted({k for r in result.runs for k in ((r.get("scalars") or {}).get("start") or {})})
+    header = list(CSV_FIELDS) + [f"{n}_{when}" for n in names for when in ("start", "end")]
+    rows = []
+    for r in result.runs:
+        c, mv = r["config"], r.get("movement") or {}
+        div = r.get("diverged")
+        sc = r.get("scalars") or {}
+        row = [r["key"], c["arm"], c.get("plugin"), c["width"], c["seed"], c["lr"], c.get("epochs"), c.get("batch"),
+               c.get("train_size"), c.get("weight_decay"), c.get("fan_in"), c.get("data"), int(r["key"] in ladder_keys),
+               r.get("best_acc"), r.get("final_acc"), r.get("best_epoch"),
+               "" if div is None else f"{div.get('epoch')}:{div.get('step')}",
+               mv.get("w_move_rel"), mv.get("unit_median"), mv.get("unit_max"), r.get("seconds"),
+               ";".join(f"{v:.4f}" for v in r.get("curve") or []),
+               ";".join(f"{v:.6g}" for v in r.get("train_loss") or [])]
+        for n in names:
+            row += [(sc.get("start") or {}).get(n), (sc.get("end") or {}).get(n)]
+        rows.append(["" if v is None else v for v in row])
+    return header, rows
+
+
+def missing_message(ws: Workspace, plan, result) -> str:
+    """One line for ``--report`` when the memo lacks something: how many runs (and redundancy measurements).
+
+    An arm whose whole rate bracket is missing has no chosen rate, so its
+    ladder cells were never looked up: they are counted as missing too.
+    """
+    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+
+    runs = {k for k in ws.missing if k.startswith("run-")}
+    n_missing = len(runs)
+    overlap = BRACKET_WIDTH in plan.widths and BRACKET_SEED in plan.seeds
+    for summary in result.arms:
+        if plan.lr is None and summary.lr is None and summary.bracket and all(v is None for v in summary.bracket.values()):
+            bracket_keys = [r["key"] for r in result.runs if r["config"]["arm"] == summary.arm]
+            if all(k in runs for k in bracket_keys):
+                n_missing += len(plan.widths) * len(plan.seeds) - (1 if overlap else 0)
+    n_red = len([k for k in ws.missing if k.startswith("redundancy-")])
+    total = plan.n_runs()
+    present = sum(1 for r in result.runs if not r.get("missing"))
+    again = "run the same command without --report to compute it"
+    if present == 0:
+        return (f"nothing has been computed yet for this ladder: none of its {total} runs is in the memo at "
+                f"{ws.memo.directory}; {again}")
+    lacks = [f"{n_missing} of this ladder's {total} runs"] if n_missing else []
+    if n_red:
+        lacks.append(f"{n_red} redundancy measurement{'s' if n_red > 1 else ''}")
+    return f"--report: the memo at {ws.memo.directory} lacks {' and '.join(lacks)}; {again}"
