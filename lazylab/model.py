@@ -8,6 +8,12 @@ Initialisations (SPEC section 3):
     fan-in ``d`` instead (row norms about 1).
   * data (Nystrom): ``m`` distinct training images drawn uniformly without
     replacement.
+  * a unit with its own ``sample`` (contract v2) draws its random-init
+    prototypes itself from the same bank key (``fan_in`` does not apply).
+
+A unit with ``takes_key`` gets ``key = fold_in(bank_key, 1)`` for its bank's
+other randomness: the prototype and head draws of every unit stay what they
+were, so existing memo entries keep their meaning.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lazylab.arms import Arm
+from lazylab.arms import Arm, ContractError, check_bank
 from lazylab.errors import LazylabError
 
 N_CLASSES = 10
@@ -48,6 +54,12 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
             raise LazylabError(f"width {width} exceeds the {n} training images available for data seeding")
         idx = np.asarray(jax.random.choice(bank_key, n, (width,), replace=False))
         return np.asarray(x_train[idx], np.float32)
+    if arm.unit.sample is not None:
+        W = np.asarray(arm.unit.sample(bank_key, (width, d)), np.float32)
+        if W.shape != (width, d):
+            raise LazylabError(f"unit {arm.unit.name!r} ({arm.plugin}) breaks the lazylab.arms contract: "
+                               f"sample returned shape {W.shape}, expected {(width, d)}")
+        return W
     axis_d = fan_in == "d" or arm.unit.fan_in == "d"
     init = nnx.initializers.lecun_normal(in_axis=-1, out_axis=-2) if axis_d else nnx.initializers.lecun_normal()
     return np.asarray(init(bank_key, (width, d), jnp.float32))
@@ -65,10 +77,18 @@ class Model(nnx.Module):
 
 
 def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: str = "unit") -> Model:
-    """Bank (initialised per the arm) and head (flax defaults), deterministic in ``seed``."""
+    """Bank (initialised per the arm) and head (flax defaults), deterministic in ``seed``.
+
+    Raises: LazylabError naming the unit and its plugin if the bank breaks the
+    contract (``lazylab.arms.check_bank``).
+    """
     W = init_prototypes(arm, width, seed, x_train, fan_in)
-    feat = arm.unit.bank(W, np.asarray(x_train[:N_REF], np.float32))
-    _, head_key = split_key(seed)
+    bank_key, head_key = split_key(seed)
+    feat = arm.unit.make_bank(W, np.asarray(x_train[:N_REF], np.float32), key=jax.random.fold_in(bank_key, 1))
+    try:
+        check_bank(arm.unit, feat, width, W.shape[1], W)
+    except ContractError as exc:
+        raise LazylabError(f"unit {arm.unit.name!r} ({arm.plugin}) breaks the lazylab.arms contract: {exc}") from None
     return Model(feat, width, head_key)
 
 

@@ -15,3 +15,5 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# The example plugin (plugins/lazylab-rff): the suite tests plugin loading with it.
+.venv/bin/python -m pip install -q -e plugins/lazylab-rff

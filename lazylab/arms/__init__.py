@@ -5,11 +5,17 @@ shape ``(m, d)`` that maps images ``(n, d)`` to features ``(n, m)``. An *arm*
 is unit x initialisation x (frozen | trained) — SPEC section 4. Units are
 discovered through the entry-point group ``lazylab.arms``; the built-in ones
 (yat, relu, gaussian) are registered there exactly like third-party plugins.
+
+The plugin contract (version ``CONTRACT_VERSION``) is the ``Unit`` dataclass
+below; docs/plugins.md is the tutorial. Loading a plugin is cheap (import plus
+static checks, no array work); the shape check of a unit's bank runs when a
+bank is built (``check_bank``) or on ``lazylab arms --check``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Callable
@@ -17,7 +23,12 @@ from typing import Callable
 from lazylab.errors import LazylabError
 
 ENTRY_POINT_GROUP = "lazylab.arms"
-CONTRACT_VERSION = 1
+# 1: name, bank(W, x_ref), inits, fan_in, lr_grids, prototypes_are_images.
+# 2: adds the optional ``sample`` (the unit's own random draw of W), ``takes_key``
+#    (bank(W, x_ref, key=...) for the bank's other randomness) and ``contract``.
+#    Backward compatible: every version-1 unit is a valid version-2 unit.
+CONTRACT_VERSION = 2
+UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 INITS = ("random", "data")
 DEFAULT_LR_GRIDS = {
     # SPEC section 5: learning-rate bracketing grids.
@@ -28,25 +39,51 @@ DEFAULT_LR_GRIDS = {
 
 @dataclass(frozen=True)
 class Unit:
-    """What a plugin provides (contract version 1).
+    """What a plugin provides: the ``lazylab.arms`` contract, version 2.
+
+    A plugin distribution registers ``<name> = "<module>:<attribute>"`` in the
+    entry-point group ``lazylab.arms``; the attribute is a ``Unit``.
 
     Attributes:
-      name: short lowercase name, used in arm names (``<name>-frozen``).
-      bank: ``bank(W, x_ref) -> nnx.Module``. ``W`` is a float32 array of
-        prototypes ``(m, d)``; ``x_ref`` is ``(512, d)`` training images for
-        data-dependent scalars (e.g. a bandwidth). The module must hold the
-        prototypes as an ``nnx.Param`` attribute named ``W`` and map
-        ``(n, d) -> (n, m)``. It may define ``scalars() -> dict[str, float]``
-        naming its learned layer scalars (reported at start and end).
-      inits: supported initialisations, default first: ``"random"`` and/or
-        ``"data"`` (Nystrom: prototypes are training images).
-      fan_in: for the random init, the lecun-normal fan-in axis: ``"m"`` (the
-        flax convention on an ``(m, d)`` array, row norms about sqrt(d/m)) or
-        ``"d"`` (a dense layer's convention, row norms about 1).
-      lr_grids: optional ``{"frozen": (...), "trained": (...)}`` overriding
-        the SPEC grids for bracketing.
+      name: the unit's name, equal to the entry-point name; lowercase letters,
+        digits and ``_`` (no ``-``: arm names are built from it).
+      bank: ``bank(W, x_ref) -> nnx.Module`` (with ``takes_key``:
+        ``bank(W, x_ref, key=key)``). ``W`` is float32 prototypes ``(m, d)``
+        (``d = 784`` pixels in [0, 1]); ``x_ref`` is float32 ``(512, d)``, the
+        first training images, for data-dependent scalars such as a bandwidth.
+        The module must hold its prototypes, exactly as given, as an
+        ``nnx.Param`` attribute named ``W`` of shape ``(m, d)`` (movement and
+        the trained arms use it; rebuilding from ``feat.W`` gives the same
+        bank, so transform ``W`` in ``__call__``, not in ``__init__``), and map
+        float32 ``(n, d) -> (n, m)``, traceable by ``jax.jit``. Every
+        ``nnx.Param`` of the module trains in the trained arm; nothing of the
+        bank trains in the frozen arm. It may define
+        ``scalars() -> dict[str, float]`` naming its layer scalars (reported
+        in each run record at start and end).
+      inits: supported initialisations, the default first: ``"random"``
+        and/or ``"data"`` (Nystrom: the prototypes are ``m`` distinct training
+        images).
+      fan_in: for the random init without ``sample``, the lecun-normal fan-in
+        axis: ``"m"`` (the flax convention on an ``(m, d)`` array, row norms
+        about sqrt(d/m)) or ``"d"`` (a dense layer's, row norms about 1).
+      lr_grids: optional ``{"frozen": (...), "trained": (...)}`` (either key)
+        overriding the SPEC section 5 bracketing grids; rates > 0.
       prototypes_are_images: whether a prototype row can be shown as a
         28x28 image.
+      description: one line for listings (the formula).
+      sample: (v2, optional) ``sample(key, (m, d)) -> W`` float32, the unit's
+        own random-init draw, replacing lecun-normal (and ``--fan-in``).
+      takes_key: (v2) whether ``bank`` takes ``key=``, a JAX key derived from
+        the run's seed and independent of the draw of ``W`` and of the head,
+        for the bank's other randomness (e.g. phases).
+      contract: the contract version the unit is written for (default 1); a
+        unit asking for more than ``CONTRACT_VERSION`` is refused.
+
+    What lazylab derives: arms ``<name>-frozen`` and ``<name>-trained`` for
+    the default init, plus ``<name>-<init>-frozen|trained`` for the other
+    (e.g. ``yat-data-frozen``); memo keys include the providing distribution's
+    name and version (``RunConfig.plugin``), so upgrading a plugin never
+    reuses results computed by the old one.
     """
 
     name: str
@@ -56,10 +93,19 @@ class Unit:
     lr_grids: dict | None = None
     prototypes_are_images: bool = True
     description: str = ""
+    sample: Callable | None = None
+    takes_key: bool = False
+    contract: int = 1
 
     def grid(self, trained: bool) -> tuple[float, ...]:
         grids = {**DEFAULT_LR_GRIDS, **(self.lr_grids or {})}
         return tuple(float(r) for r in grids["trained" if trained else "frozen"])
+
+    def make_bank(self, W, x_ref, key=None):
+        """Call ``bank`` per the contract: ``key=`` is passed only to units with ``takes_key``."""
+        if self.takes_key:
+            return self.bank(W, x_ref, key=key)
+        return self.bank(W, x_ref)
 
 
 @dataclass(frozen=True)
@@ -78,12 +124,25 @@ class Arm:
         return f"{self.distribution} {self.version}"
 
 
+@dataclass(frozen=True)
+class PluginError:
+    """A unit that could not be loaded: its distribution, version and a one-line reason."""
+
+    unit: str
+    distribution: str
+    version: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution} {self.version}: {self.message}"
+
+
 @dataclass
 class Registry:
-    """The loaded units and the plugins that failed to load."""
+    """The loaded units (``name -> (unit, distribution, version)``) and those that failed."""
 
     units: dict[str, tuple[Unit, str, str]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, PluginError] = field(default_factory=dict)
 
     def arms(self) -> dict[str, Arm]:
         out: dict[str, Arm] = {}
@@ -98,22 +157,109 @@ class Registry:
     def arm(self, name: str) -> Arm:
         arms = self.arms()
         if name not in arms:
+            broken = next((e for u, e in self.errors.items() if name.startswith(u + "-")), None)
+            why = f"; unit {broken.unit!r} did not load ({broken})" if broken else ""
             raise LazylabError(
-                f"unknown arm {name!r}; available: {', '.join(arms) or 'none'}"
+                f"unknown arm {name!r}{why}; available: {', '.join(arms) or 'none'}"
             )
         return arms[name]
 
 
+class ContractError(TypeError):
+    """A plugin's unit does not meet the ``lazylab.arms`` contract."""
+
+
 def _check_contract(obj, ep_name: str) -> Unit:
+    """Static checks (no array work) of a loaded entry point; ContractError names the problem."""
     if not isinstance(obj, Unit):
-        raise TypeError(f"entry point {ep_name!r} is not a lazylab.arms.Unit")
+        raise ContractError(f"entry point {ep_name!r} is a {type(obj).__name__}, not a lazylab.arms.Unit")
+    if not isinstance(obj.contract, int) or obj.contract > CONTRACT_VERSION:
+        raise ContractError(f"unit needs contract version {obj.contract!r}; this lazylab provides {CONTRACT_VERSION}")
     if obj.name != ep_name:
-        raise TypeError(f"unit name {obj.name!r} differs from entry point {ep_name!r}")
-    if not obj.inits or any(i not in INITS for i in obj.inits):
-        raise TypeError(f"inits must be a non-empty subset of {INITS}")
+        raise ContractError(f"unit name {obj.name!r} differs from entry point {ep_name!r}")
+    if not isinstance(obj.name, str) or not UNIT_NAME.match(obj.name):
+        raise ContractError(f"unit name {obj.name!r} must be lowercase letters, digits and '_'")
+    if not callable(obj.bank):
+        raise ContractError("bank is not callable")
+    if not isinstance(obj.inits, tuple) or not obj.inits or len(set(obj.inits)) != len(obj.inits) \
+            or any(i not in INITS for i in obj.inits):
+        raise ContractError(f"inits must be a non-empty tuple of distinct values from {INITS}, got {obj.inits!r}")
     if obj.fan_in not in ("m", "d"):
-        raise TypeError("fan_in must be 'm' or 'd'")
+        raise ContractError(f"fan_in must be 'm' or 'd', got {obj.fan_in!r}")
+    if obj.sample is not None and not callable(obj.sample):
+        raise ContractError("sample is not callable")
+    if obj.lr_grids is not None:
+        if not isinstance(obj.lr_grids, dict) or not set(obj.lr_grids) <= {"frozen", "trained"}:
+            raise ContractError("lr_grids must be a dict with keys 'frozen' and/or 'trained'")
+        for mode, rates in obj.lr_grids.items():
+            try:
+                ok = len(rates) > 0 and all(float(r) > 0 for r in rates)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ContractError(f"lr_grids[{mode!r}] must be a non-empty sequence of rates > 0")
     return obj
+
+
+def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
+    """Check a built bank against the contract, without computing features (``jax.eval_shape``).
+
+    Args: the unit, the module ``unit.make_bank`` returned for prototypes
+      ``(m, d)``, and optionally those prototypes ``W``.
+    Raises: ContractError naming the first problem (not an ``nnx.Module``; no
+    ``nnx.Param`` ``W`` of shape ``(m, d)``, or one that differs from the ``W``
+    given; output not float ``(n, m)``; or the call failing while traced).
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    given = W
+    if not isinstance(feat, nnx.Module):
+        raise ContractError(f"bank returned a {type(feat).__name__}, not an nnx.Module")
+    W = getattr(feat, "W", None)
+    if not isinstance(W, nnx.Param):
+        raise ContractError("the bank has no nnx.Param attribute 'W'")
+    if tuple(W[...].shape) != (m, d):
+        raise ContractError(f"bank W has shape {tuple(W[...].shape)}, expected {(m, d)}")
+    if given is not None and not np.array_equal(np.asarray(W[...]), np.asarray(given, np.float32)):
+        raise ContractError("bank W differs from the prototypes it was given (transform them in __call__)")
+    n = 2 if m == 3 else 3  # n != m, so a transposed output is caught
+    try:
+        graphdef, state = nnx.split(feat)  # traced the way lazylab runs banks (lazylab.model.features)
+        out = jax.eval_shape(lambda s, x: nnx.merge(graphdef, s)(x), state, jax.ShapeDtypeStruct((n, d), jnp.float32))
+    except Exception as exc:
+        raise ContractError(f"bank call failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    if not hasattr(out, "shape") or tuple(out.shape) != (n, m) or not jnp.issubdtype(out.dtype, jnp.floating):
+        got = f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}"
+        raise ContractError(f"bank maps ({n}, {d}) to {got}, expected float ({n}, {m})")
+
+
+def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
+    """Build a tiny bank (``m`` random prototypes, 8 random reference images) and ``check_bank`` it.
+
+    Used by ``lazylab arms --check``; costs one small bank construction.
+    Raises: ContractError for any failure, with a one-line reason.
+    """
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    key_w, key_b = jax.random.split(jax.random.key(seed))
+    try:
+        if "random" in unit.inits and unit.sample is not None:
+            W = np.asarray(unit.sample(key_w, (m, d)), np.float32)
+            if W.shape != (m, d):
+                raise ContractError(f"sample returned shape {W.shape}, expected {(m, d)}")
+        else:
+            W = rng.random((m, d), dtype=np.float32)
+        feat = unit.make_bank(W, rng.random((8, d), dtype=np.float32), key=key_b)
+    except ContractError:
+        raise
+    except Exception as exc:
+        raise ContractError(f"bank construction failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    check_bank(unit, feat, m, d, W)
 
 
 _REGISTRY: Registry | None = None
@@ -122,10 +268,13 @@ _REGISTRY: Registry | None = None
 def registry() -> Registry:
     """Load every unit registered under ``lazylab.arms`` (cached).
 
-    ``LAZYLAB_ARMS=name,...`` restricts loading to the named units. A plugin
-    that fails to import or breaks the contract is recorded in
-    ``Registry.errors`` and skipped, unless ``LAZYLAB_STRICT_PLUGINS=1``, in
-    which case a ``LazylabError`` is raised.
+    ``LAZYLAB_ARMS=name,...`` restricts loading to the named units (a named
+    unit that no installed distribution provides is recorded as an error). A
+    plugin that fails to import or breaks the contract (static checks only,
+    see ``check_bank``) is recorded in ``Registry.errors`` and skipped, as is
+    a second distribution registering a name already taken; with
+    ``LAZYLAB_STRICT_PLUGINS=1`` the first such problem raises a one-line
+    ``LazylabError`` naming the unit and its distribution instead.
     """
     global _REGISTRY
     if _REGISTRY is not None:
@@ -133,22 +282,37 @@ def registry() -> Registry:
     wanted = {n.strip() for n in os.environ.get("LAZYLAB_ARMS", "").split(",") if n.strip()}
     strict = os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
     reg = Registry()
+
+    def fail(name: str, dist: str, version: str, message: str) -> None:
+        if strict:
+            where = f" ({dist} {version})" if dist != "-" else ""
+            raise LazylabError(f"plugin unit {name!r}{where} failed: {message} [LAZYLAB_STRICT_PLUGINS is set]")
+        reg.errors.setdefault(name, PluginError(name, dist, version, message))
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if wanted and ep.name not in wanted:
             continue
         dist = ep.dist.name if ep.dist else "unknown"
         version = ep.dist.version if ep.dist else "0"
+        if ep.name in reg.units:
+            fail(ep.name, dist, version, f"name already provided by {reg.units[ep.name][1]}; skipped")
+            continue
         try:
             unit = _check_contract(ep.load(), ep.name)
-        except Exception as exc:  # a broken plugin must not take the CLI down
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            if strict:
-                raise LazylabError(f"plugin {ep.name!r} ({dist}) failed: {message}") from None
-            reg.errors[ep.name] = f"{dist} {version}: {message}"
+        except (Exception, SystemExit) as exc:  # a broken plugin must not take the CLI down
+            fail(ep.name, dist, version, (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0])
             continue
         reg.units[ep.name] = (unit, dist, version)
+    for name in sorted(wanted - set(reg.units) - set(reg.errors)):
+        fail(name, "-", "-", "not installed (named in LAZYLAB_ARMS)")
     _REGISTRY = reg
     return reg
+
+
+def reset_registry() -> None:
+    """Forget the loaded registry, so the next ``registry()`` reads the environment again (tests)."""
+    global _REGISTRY
+    _REGISTRY = None
 
 
 def get_arm(name: str) -> Arm:
