@@ -1,0 +1,625 @@
+"""Monte Carlo crystallization of the random-feature kernel (SPEC section 7, ``gram``).
+
+A frozen bank of ``m`` units maps images ``x`` to features ``Phi`` ``(n, m)``.
+Its Gram matrix ``K = Phi Phi^T / m`` is a Monte Carlo estimate of the kernel
+``k(x, y) = E_w[phi_w(x) phi_w(y)]`` over the bank's per-unit distribution
+(Rahimi & Recht 2007, "Random features for large-scale kernel machines",
+NeurIPS), so the entries converge at the Monte Carlo rate ``m^(-1/2)``. The
+experiment grows one bank from 1 to ``max_units`` units on 30 test images
+(10 T-shirt/top, 10 Trouser, 10 Sneaker by default), normalises the Gram to
+``K_ij / sqrt(K_ii K_jj)`` at every width, and measures
+
+* the block contrast: mean of the within-class off-diagonal entries minus the
+  mean of the cross-class entries of the normalised Gram;
+* the Frobenius distance of the normalised Gram to that of a much wider
+  reference bank, and the least-squares slope of log distance on log width
+  over the widths ``>= fit_min`` (default 10; below it the normalised Gram of
+  a handful of units is far from the asymptotic regime, e.g. exactly all-ones
+  for one positive unit);
+* the same for the raw estimator: ``||K_m - K_ref||_F / ||K_ref||_F``. ``K_m``
+  is an average of ``m`` i.i.d. terms, so ``E||K_m - K||_F^2 = tr Var / m``
+  exactly, at every ``m``; the normalised Gram is a smooth function of ``K_m``
+  and reaches ``m^(-1/2)`` only asymptotically (delta method). On yat-frozen,
+  over 40 seeds, the ensemble slope over widths 10..2000 is -0.51 for the raw
+  ``K`` and -0.46 for the normalised ``G`` (the self-normalisation damps the
+  error of small banks); one bank's slope scatters by about 0.07-0.1 around
+  these (docs/gram_readout.md).
+
+I.i.d. units at a fixed scale
+-----------------------------
+The random ("lecun") init of SPEC section 3 draws rows of norm about
+``sqrt(d / m)``: its per-unit distribution depends on the bank width ``m``.
+A "bank grown from 1 to 2,000 units" is meant as a Monte Carlo average over
+i.i.d. units, so the growing bank is drawn **once** at width ``max_units``
+(the bank ``lazylab.model.build_model(arm, max_units, seed, x_train)`` builds)
+and frame ``k`` uses its first ``m_k`` units: every frame's units share the scale of a
+``max_units``-wide init. The reference bank uses the **same** per-unit
+distribution: it is the concatenation of independent ``max_units``-wide
+inits (seeds ``(seed + 1) * 4096 + j``, never the growing bank's seed),
+``ref_units`` units in all (default ``max(32 * max_units, 50000)`` rounded up
+to whole chunks, at most 4096 chunks), not one wider init (whose rows would be smaller). For
+data-seeded (Nystrom) arms the per-unit distribution is "a training image
+drawn uniformly", so the reference is its exact expectation: every one of
+the training images once.
+
+Layer scalars (0-d parameters such as Yat's ``b`` and ``eps`` or the Gaussian
+``sigma`` from the median heuristic) are those of the ``max_units`` bank and
+are shared by every growing and reference unit, so the units are i.i.d. given
+them. Features of a prefix bank are the prefix columns of the full bank's
+features; this assumes each feature column depends only on its own prototype
+row and the layer scalars (true of every random-feature unit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from lazylab.arms import Arm
+from lazylab.config import CACHE_SCHEMA
+from lazylab.data import CLASS_NAMES
+from lazylab.errors import LazylabError
+
+DEFAULT_CLASSES = (0, 1, 7)  # T-shirt/top, Trouser, Sneaker
+DEFAULT_PER_CLASS = 10
+DEFAULT_MAX_UNITS = 2000
+DEFAULT_FRAMES = 40
+DEFAULT_FIT_MIN = 10
+REF_FACTOR = 32
+REF_MIN_UNITS = 50_000
+MIN_REF_FACTOR = 4  # an explicit --ref-units must be at least 4 x max_units
+MAX_REF_CHUNKS = 4096  # independent max_units-wide banks in the reference, at most
+REF_SEED_STRIDE = MAX_REF_CHUNKS  # reference seeds (seed + 1) * 4096 + j never equal the bank's seed
+MAX_SEED = 1_000_000  # keeps every reference seed below 2**32 (jax keys hold 32 bits)
+MAX_REPEATS = 64  # repeat seeds seed + r stay below the reference seeds (seed + 1) * 4096
+DATA_REF_CHUNK = 4096
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+RESULT_ARRAYS = ("widths", "grams", "reference", "contrast", "distance", "raw_distance", "labels", "image_index")
+
+
+def memo_key(prefix: str, cfg) -> str:
+    """``prefix-`` + 32 hex digits of SHA-256 of a frozen config's canonical JSON (as RunConfig.key)."""
+    canonical = json.dumps(asdict(cfg), sort_keys=True, separators=(",", ":"))
+    return f"{prefix}-" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def require_frozen(arm: Arm, command: str) -> None:
+    """Raise LazylabError unless ``arm`` is a frozen arm (its bank never trains)."""
+    if arm.trained:
+        frozen = arm.name[: -len("-trained")] + "-frozen" if arm.name.endswith("-trained") else "a frozen arm"
+        raise LazylabError(f"{command} needs a frozen arm; {arm.name!r} trains its bank (try {frozen!r})")
+
+
+# ----------------------------------------------------------------- configs
+@dataclass(frozen=True)
+class GramConfig:
+    """Everything that determines a ``gram`` result (memo key: ``gram-<sha256>``).
+
+    Attributes:
+      arm, plugin: arm name and ``"<distribution> <version>"`` of its unit.
+      max_units: width of the growing bank (>= 1).
+      frames: requested number of widths (at most ``max_units`` are used).
+      classes: test-set class indices, in display order (>= 2 distinct).
+      per_class: images per class: the first ``per_class`` of each class in the test set.
+      seed: seed of the growing bank; the reference uses other seeds (module docstring).
+      ref_units: reference width (for data-seeded arms: the number of training images).
+      fit_min: smallest width used in the log-log slope fit.
+      repeats: independent banks (seeds ``seed .. seed + repeats - 1``) whose
+        root-mean-square distances give the ensemble slope; the first is shown.
+      data: Fashion-MNIST fingerprint. schema: cache schema.
+    """
+
+    arm: str
+    plugin: str
+    max_units: int = DEFAULT_MAX_UNITS
+    frames: int = DEFAULT_FRAMES
+    classes: tuple[int, ...] = DEFAULT_CLASSES
+    per_class: int = DEFAULT_PER_CLASS
+    seed: int = 0
+    ref_units: int = REF_FACTOR * DEFAULT_MAX_UNITS
+    fit_min: int = DEFAULT_FIT_MIN
+    repeats: int = 1
+    data: str = ""
+    schema: int = CACHE_SCHEMA
+
+    def canonical(self) -> str:
+        """Canonical JSON: sorted keys, no spaces."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    def key(self) -> str:
+        return memo_key("gram", self)
+
+
+@dataclass(frozen=True)
+class _FeaturesKey:
+    kind: str
+    arm: str
+    plugin: str
+    max_units: int
+    seed: int
+    classes: tuple[int, ...]
+    per_class: int
+    data: str
+    schema: int
+
+
+@dataclass(frozen=True)
+class _ReferenceKey(_FeaturesKey):
+    ref_units: int = 0
+
+
+@dataclass(frozen=True)
+class _RepeatKey(_FeaturesKey):
+    repeat: int = 0  # features of the independent bank with seed ``seed + repeat`` (the base bank's scalars)
+
+
+def default_ref_units(max_units: int) -> int:
+    """``max(32 * max_units, 50000)`` rounded up to whole ``max_units`` chunks, at most 4096 chunks."""
+    want = max(REF_FACTOR * max_units, REF_MIN_UNITS)
+    return min(-(-want // max_units), MAX_REF_CHUNKS) * max_units
+
+
+def gram_config(ws, arm: Arm, *, max_units: int = DEFAULT_MAX_UNITS, frames: int = DEFAULT_FRAMES,
+                classes: tuple[int, ...] = DEFAULT_CLASSES, per_class: int = DEFAULT_PER_CLASS,
+                seed: int = 0, ref_units: int | None = None, fit_min: int = DEFAULT_FIT_MIN,
+                repeats: int = 1) -> GramConfig:
+    """Validate the inputs and build the canonical config on workspace ``ws``.
+
+    Raises: LazylabError for a trained arm, ``max_units < 1``, ``frames < 1``,
+    fewer than 2 distinct classes, a class outside 0..9, ``per_class < 2``,
+    a seed outside 0..1,000,000, ``repeats`` outside 1..64, or ``ref_units`` outside
+    ``[4 * max_units, 4096 * max_units]`` (random inits; rounded up to whole chunks).
+    """
+    require_frozen(arm, "gram")
+    if max_units < 1:
+        raise LazylabError(f"max_units must be at least 1, got {max_units}")
+    if frames < 1:
+        raise LazylabError(f"frames must be at least 1, got {frames}")
+    if per_class < 2:
+        raise LazylabError(f"per_class must be at least 2 (within-class pairs), got {per_class}")
+    if not 0 <= seed <= MAX_SEED:
+        raise LazylabError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise LazylabError(f"repeats must be between 1 and {MAX_REPEATS}, got {repeats}")
+    classes = tuple(int(c) for c in classes)
+    if any(not 0 <= c < len(CLASS_NAMES) for c in classes):
+        raise LazylabError(f"classes must be in 0..{len(CLASS_NAMES) - 1}, got {list(classes)}")
+    if len(set(classes)) != len(classes) or len(classes) < 2:
+        raise LazylabError(f"need at least 2 distinct classes, got {list(classes)}")
+    if arm.init == "data":
+        n_train = len(ws.data.y_train)
+        if max_units > n_train:
+            raise LazylabError(f"max_units {max_units} exceeds the {n_train} training images available for data seeding")
+        ref = n_train  # the exact expectation over the training images
+    else:
+        ref = default_ref_units(max_units) if ref_units is None else -(-int(ref_units) // max_units) * max_units
+        if ref_units is not None and not MIN_REF_FACTOR * max_units <= ref_units <= MAX_REF_CHUNKS * max_units:
+            raise LazylabError(f"ref_units must be between {MIN_REF_FACTOR} x max_units ({MIN_REF_FACTOR * max_units}; "
+                               f"the reference must be much wider than the bank) and {MAX_REF_CHUNKS} x max_units "
+                               f"({MAX_REF_CHUNKS * max_units}), got {ref_units}")
+    return GramConfig(arm=arm.name, plugin=arm.plugin, max_units=max_units, frames=frames, classes=classes,
+                      per_class=per_class, seed=seed, ref_units=ref, fit_min=fit_min, repeats=repeats,
+                      data=ws.fingerprint)
+
+
+# ------------------------------------------------------------ pure helpers
+def parse_classes(text: str) -> tuple[int, ...]:
+    """Comma-separated class indices (0..9) or names (case and punctuation ignored: ``tshirt-top``).
+
+    Returns: class indices in the order given.
+    Raises: LazylabError naming the bad item and the valid names.
+    """
+    def norm(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+
+    by_name = {norm(n): i for i, n in enumerate(CLASS_NAMES)}
+    by_name.update({"tshirt": 0, "top": 0, "boot": 9})
+    items = [s.strip() for s in str(text).split(",")]
+    if not any(items):
+        raise LazylabError("--images: expected comma-separated class indices or names, got nothing")
+    out = []
+    for s in items:
+        if not s:
+            continue
+        if s.isdigit() and int(s) < len(CLASS_NAMES):
+            out.append(int(s))
+        elif norm(s) in by_name:
+            out.append(by_name[norm(s)])
+        else:
+            names = ", ".join(f"{i} {n}" for i, n in enumerate(CLASS_NAMES))
+            raise LazylabError(f"--images: unknown class {s!r}; classes are {names}")
+    return tuple(out)
+
+
+def log_widths(max_units: int, frames: int) -> np.ndarray:
+    """``min(frames, max_units)`` distinct integer widths from 1 to ``max_units``, log-spaced.
+
+    Each width is the geometric step from the previous one towards
+    ``max_units`` over the frames left, rounded, and at least one more than the
+    previous: log-spaced as nearly as distinct integers allow.
+    Returns: int64 ``(k,)``, strictly increasing, ``[0] == 1``, ``[-1] == max_units``.
+    """
+    k = max(1, min(int(frames), int(max_units)))
+    if k == 1:
+        return np.array([max_units], np.int64)
+    widths = [1]
+    for i in range(1, k):
+        prev, left = widths[-1], k - i
+        nxt = max(prev + 1, int(round(prev * (max_units / prev) ** (1.0 / left))))
+        widths.append(min(nxt, max_units - (left - 1)))
+    return np.asarray(widths, np.int64)
+
+
+def normalise_gram(K: np.ndarray) -> np.ndarray:
+    """``K_ij / sqrt(K_ii K_jj)`` of a Gram matrix ``K`` ``(n, n)`` (a cosine similarity).
+
+    An image with ``K_ii = 0`` (all features zero, e.g. a ReLU bank of one
+    unit) is treated as orthogonal to the others: its row and column are 0,
+    its diagonal entry 1.
+    Returns: float64 ``(n, n)``, symmetric, unit diagonal, entries in [-1, 1].
+    """
+    K = np.asarray(K, np.float64)
+    diag = np.sqrt(np.clip(np.diag(K), 0.0, None))
+    scale = np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 0.0)
+    G = K * scale[:, None] * scale[None, :]
+    G = np.clip((G + G.T) / 2.0, -1.0, 1.0)
+    np.fill_diagonal(G, 1.0)
+    return G
+
+
+def normalised_gram(phi: np.ndarray) -> np.ndarray:
+    """Normalised Gram matrix of features ``phi`` ``(n, m)``.
+
+    ``K = Phi Phi^T / m`` (Rahimi & Recht 2007), then ``normalise_gram``:
+    ``K_ij / sqrt(K_ii K_jj)`` (the ``1/m`` cancels).
+    Returns: float64 ``(n, n)``, symmetric, unit diagonal, positive
+    semi-definite, entries in [-1, 1].
+    """
+    phi = np.asarray(phi, np.float64)
+    return normalise_gram(phi @ phi.T / phi.shape[1])
+
+
+def block_contrast(G: np.ndarray, labels: np.ndarray) -> float:
+    """Within-class mean minus cross-class mean of a normalised Gram ``G`` ``(n, n)``.
+
+    Within-class: entries ``G_ij`` with ``labels[i] == labels[j]`` and ``i != j``;
+    cross-class: ``labels[i] != labels[j]``. Dimensionless, in [-2, 2].
+    Raises: ValueError if either set of entries is empty.
+    """
+    labels = np.asarray(labels)
+    same = labels[:, None] == labels[None, :]
+    off = ~np.eye(len(labels), dtype=bool)
+    within, cross = G[same & off], G[~same]
+    if within.size == 0 or cross.size == 0:
+        raise ValueError("block contrast needs at least two images in a class and two classes")
+    return float(within.mean() - cross.mean())
+
+
+def loglog_slope(widths, values, min_width: int = DEFAULT_FIT_MIN) -> dict:
+    """Ordinary least squares of ``log(value)`` on ``log(width)`` over widths ``>= min_width``.
+
+    Returns: ``{"slope", "intercept", "r2", "widths": [lo, hi], "n"}`` with
+    ``slope`` None when fewer than 3 widths (with finite positive values) qualify.
+    Monte Carlo predicts slope -1/2 for the distance to the reference kernel.
+    """
+    w = np.asarray(widths, np.float64)
+    v = np.asarray(values, np.float64)
+    sel = (w >= min_width) & np.isfinite(v) & (v > 0)
+    out = {"slope": None, "intercept": None, "r2": None, "widths": None, "n": int(sel.sum()), "min_width": int(min_width)}
+    if sel.sum() < 3:
+        return out
+    lx, ly = np.log(w[sel]), np.log(v[sel])
+    slope, intercept = np.polyfit(lx, ly, 1)
+    resid = ly - (slope * lx + intercept)
+    ss = float(((ly - ly.mean()) ** 2).sum())
+    out.update(slope=float(slope), intercept=float(intercept), r2=(1.0 - float((resid**2).sum()) / ss) if ss > 0 else None,
+               widths=[int(w[sel].min()), int(w[sel].max())])
+    return out
+
+
+def select_images(y_test: np.ndarray, classes: tuple[int, ...], per_class: int) -> np.ndarray:
+    """Indices of the first ``per_class`` test images of each class, grouped in ``classes`` order.
+
+    Raises: LazylabError if a class has fewer images.
+    """
+    idx = []
+    for c in classes:
+        hits = np.flatnonzero(np.asarray(y_test) == c)[:per_class]
+        if len(hits) < per_class:
+            raise LazylabError(f"class {c} ({CLASS_NAMES[c]}) has only {len(hits)} test images, need {per_class}")
+        idx.append(hits)
+    return np.concatenate(idx).astype(np.int64)
+
+
+# ------------------------------------------------------- bank evaluation
+def make_bank(arm: Arm, seed: int, x_train: np.ndarray, *, width: int | None = None, W: np.ndarray | None = None):
+    """A frozen bank module built as ``lazylab.model.build_model`` builds it for ``seed``.
+
+    Args:
+      arm: the arm; seed: its bank seed (the prototype draw and, for units
+        with ``takes_key``, the bank's other randomness via ``fold_in(bank_key, 1)``).
+      x_train: ``(n, d)`` training images (the data init's pool; ``x_train[:512]`` is ``x_ref``).
+      width: draw ``width`` prototypes by the arm's init (``init_prototypes``); or
+      W: explicit prototypes ``(m, d)``.
+    Returns: the ``nnx.Module`` mapping ``(n, d) -> (n, m)``.
+    Raises: LazylabError if the unit breaks the plugin contract or the width is impossible.
+    """
+    from lazylab.model import N_REF, build_model, split_key
+
+    if W is None:
+        return build_model(arm, int(width), seed, x_train).feat
+    import jax
+
+    x_ref = np.asarray(x_train[:N_REF], np.float32)
+    unit = arm.unit
+    if hasattr(unit, "make_bank"):
+        return unit.make_bank(np.asarray(W, np.float32), x_ref, key=jax.random.fold_in(split_key(seed)[0], 1))
+    return unit.bank(np.asarray(W, np.float32), x_ref)
+
+
+class BankFeatures:
+    """Features of banks that share one template bank's layer scalars, compiled once per bank shape.
+
+    Args:
+      template: the growing bank (an ``nnx.Module``); its 0-d parameters (layer
+        scalars) are imposed on every bank evaluated.
+    ``__call__(feat, x)``: features ``(n, m')`` float64 of bank ``feat`` (same
+    module type as the template) on images ``x`` ``(n, d)``.
+    """
+
+    def __init__(self, template):
+        import jax
+        from flax import nnx
+
+        _, self._template = nnx.split(template)
+        self._apply = jax.jit(lambda graphdef, state, x: nnx.merge(graphdef, state)(x), static_argnums=0)
+
+    def __call__(self, feat, x: np.ndarray) -> np.ndarray:
+        import jax
+        from flax import nnx
+
+        graphdef, state = nnx.split(feat)
+        state = jax.tree.map(lambda own, tpl: tpl if np.ndim(tpl) == 0 else own, state, self._template)
+        return np.asarray(self._apply(graphdef, state, np.asarray(x, np.float32)), np.float64)
+
+
+# ----------------------------------------------------------------- result
+@dataclass
+class GramResult:
+    """What ``run_gram`` measured.
+
+    Attributes:
+      config: the GramConfig as a dict; key: its memo key.
+      widths: int ``(F,)`` bank widths, one per frame.
+      grams: float32 ``(F, n, n)`` normalised Gram per width.
+      reference: float64 ``(n, n)`` normalised Gram of the reference bank.
+      contrast: ``(F,)`` block contrast per width; reference_contrast: the reference's.
+      distance: ``(F,)`` Frobenius distance ``||G_m - G_ref||_F`` per width.
+      fit: ``loglog_slope`` of distance on width (widths >= fit_min).
+      raw_distance: ``(F,)`` relative distance of the raw estimator,
+        ``||K_m - K_ref||_F / ||K_ref||_F`` with ``K = Phi Phi^T / m``.
+      raw_fit: ``loglog_slope`` of raw_distance on width.
+      ensemble: with ``repeats > 1``, ``{"distance", "raw_distance"}`` (root mean
+        square over the banks, ``(F,)`` each) and ``{"fit", "raw_fit"}``; else None.
+      labels: int ``(n,)`` class of each image; image_index: ``(n,)`` test-set indices.
+      images: float32 ``(n, 784)`` the images (for display).
+      scalars: the bank's layer scalars.
+      cached: True if the whole result came from the memo; computed: what was
+      computed this call ("features", "reference", "grams"); seconds: wall time.
+    """
+
+    config: dict
+    key: str
+    widths: np.ndarray
+    grams: np.ndarray
+    reference: np.ndarray
+    contrast: np.ndarray
+    reference_contrast: float
+    distance: np.ndarray
+    fit: dict
+    raw_distance: np.ndarray
+    raw_fit: dict
+    ensemble: dict | None
+    labels: np.ndarray
+    image_index: np.ndarray
+    images: np.ndarray
+    scalars: dict = field(default_factory=dict)
+    cached: bool = False
+    computed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def class_names(self) -> list[str]:
+        return [CLASS_NAMES[c] for c in self.config["classes"]]
+
+    def to_json(self) -> dict:
+        """JSON summary: config, per-width contrast and distance, fit, reference contrast."""
+        return {
+            "experiment": "gram",
+            "key": self.key,
+            "config": self.config,
+            "classes": {str(c): CLASS_NAMES[c] for c in self.config["classes"]},
+            "image_index": self.image_index.tolist(),
+            "widths": self.widths.tolist(),
+            "block_contrast": [float(c) for c in self.contrast],
+            "distance_to_reference": [float(d) for d in self.distance],
+            "reference_contrast": self.reference_contrast,
+            "fit": self.fit,
+            "raw_relative_distance": [float(d) for d in self.raw_distance],
+            "raw_fit": self.raw_fit,
+            "ensemble": None if self.ensemble is None else {
+                "repeats": self.config["repeats"],
+                "seeds": [self.config["seed"] + r for r in range(self.config["repeats"])],
+                "rms_distance": [float(v) for v in self.ensemble["distance"]],
+                "rms_raw_relative_distance": [float(v) for v in self.ensemble["raw_distance"]],
+                "fit": self.ensemble["fit"], "raw_fit": self.ensemble["raw_fit"]},
+            "scalars": self.scalars,
+            "protocol": {
+                "gram": "K = Phi Phi^T / m, normalised K_ij / sqrt(K_ii K_jj)",
+                "contrast": "mean within-class off-diagonal minus mean cross-class entry",
+                "distance": "Frobenius norm of G_m - G_ref (normalised Grams)",
+                "raw_distance": "||K_m - K_ref||_F / ||K_ref||_F (unnormalised K = Phi Phi^T / m)",
+                "units": "prefixes of one max_units-wide init; reference drawn at the same per-unit scale",
+            },
+        }
+
+    def rows(self) -> list[dict]:
+        """One CSV row per width: width, block contrast, distance to reference, raw relative distance
+        (and, with repeats, their root-mean-square over the banks)."""
+        rows = [{"width": int(w), "block_contrast": float(c), "distance_to_reference": float(d),
+                 "raw_relative_distance": float(r)}
+                for w, c, d, r in zip(self.widths, self.contrast, self.distance, self.raw_distance)]
+        if self.ensemble is not None:
+            for row, d, r in zip(rows, self.ensemble["distance"], self.ensemble["raw_distance"]):
+                row.update(rms_distance_to_reference=float(d), rms_raw_relative_distance=float(r))
+        return rows
+
+
+def _result_from_arrays(cfg: GramConfig, arrays: dict, record: dict, images: np.ndarray) -> GramResult:
+    return GramResult(
+        config=json.loads(cfg.canonical()), key=cfg.key(), widths=arrays["widths"], grams=arrays["grams"],
+        reference=arrays["reference"], contrast=arrays["contrast"], reference_contrast=record["reference_contrast"],
+        distance=arrays["distance"], fit=record["fit"], raw_distance=arrays["raw_distance"], raw_fit=record["raw_fit"],
+        ensemble=None if record.get("ensemble") is None else {
+            **record["ensemble"], "distance": arrays["ens_distance"], "raw_distance": arrays["ens_raw_distance"]},
+        labels=arrays["labels"], image_index=arrays["image_index"],
+        images=images, scalars=record.get("scalars", {}),
+    )
+
+
+# ------------------------------------------------------------- experiment
+def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) -> GramResult:
+    """Grow a frozen bank, measure its normalised Gram per width (memoized at three levels).
+
+    Args:
+      ws: a Workspace (memo + data).
+      arm: a frozen arm (built-in or plugin) matching ``cfg.arm``.
+      cfg: from ``gram_config``.
+      progress: optional ``progress(stage, done, total)`` callback.
+    Returns: GramResult (``cached`` True when nothing was recomputed).
+    Raises: LazylabError for a trained arm or an arm that does not match the config.
+    Memo entries: features of the growing bank on the images, the reference
+    Gram, and the whole result; each keyed by the config fields it depends on.
+    """
+    require_frozen(arm, "gram")
+    if arm.name != cfg.arm or arm.plugin != cfg.plugin:
+        raise LazylabError(f"config is for {cfg.arm} ({cfg.plugin}), not {arm.name} ({arm.plugin})")
+    t0 = time.perf_counter()
+    tick = progress or (lambda *a: None)
+    d = ws.data
+    index = select_images(d.y_test, cfg.classes, cfg.per_class)
+    x = np.asarray(d.x_test[index], np.float32)
+    memo = ws.memo
+
+    arrays, record = memo.get_arrays(cfg.key()), memo.get_record(cfg.key() + "-summary")
+    if arrays is not None and record is not None and set(RESULT_ARRAYS) <= set(arrays) and "ensemble" in record \
+            and (cfg.repeats == 1 or "ens_distance" in arrays):
+        res = _result_from_arrays(cfg, arrays, record, x)
+        res.cached, res.seconds = True, time.perf_counter() - t0
+        return res
+
+    computed: list[str] = []
+    base = dict(arm=cfg.arm, plugin=cfg.plugin, max_units=cfg.max_units, seed=cfg.seed, classes=cfg.classes,
+                per_class=cfg.per_class, data=cfg.data, schema=cfg.schema)
+    fkey = memo_key("gramfeat", _FeaturesKey(kind="gram-features", **base))
+    rkey = memo_key("gramref", _ReferenceKey(kind="gram-reference-kernel", ref_units=cfg.ref_units, **base))
+    bank = make_bank(arm, cfg.seed, d.x_train, width=cfg.max_units)
+    evaluator = BankFeatures(bank)
+    scalars = bank.scalars() if hasattr(bank, "scalars") else {}
+
+    def bank_features(key: str, r: int) -> np.ndarray:
+        stored = memo.get_arrays(key)
+        if stored is not None:
+            return stored["phi"].astype(np.float64)
+        tick("features", r, cfg.repeats)
+        feat = bank if r == 0 else make_bank(arm, cfg.seed + r, d.x_train, width=cfg.max_units)
+        phi = evaluator(feat, x)  # the base bank's layer scalars, as in the reference
+        memo.put_arrays(key, {"phi": phi.astype(np.float32)})
+        if "features" not in computed:
+            computed.append("features")
+        return phi
+
+    phis = [bank_features(fkey, 0)]
+    phis += [bank_features(memo_key("gramfeat", _RepeatKey(kind="gram-features-repeat", repeat=r, **base)), r)
+             for r in range(1, cfg.repeats)]
+    tick("features", cfg.repeats, cfg.repeats)
+    phi = phis[0]
+
+    stored = memo.get_arrays(rkey)
+    if stored is None or "kernel" not in stored:
+        kernel = _reference_kernel(arm, cfg, evaluator, x, d.x_train, tick)
+        memo.put_arrays(rkey, {"kernel": kernel})
+        computed.append("reference")
+    else:
+        kernel = stored["kernel"]
+    reference = normalise_gram(kernel)
+
+    widths = log_widths(cfg.max_units, cfg.frames)
+    labels = np.repeat(np.asarray(cfg.classes), cfg.per_class)
+    grams = np.stack([normalised_gram(phi[:, :m]) for m in widths])
+    contrast = np.array([block_contrast(G, labels) for G in grams])
+    dists = np.array([[np.linalg.norm(normalised_gram(p[:, :m]) - reference) for m in widths] for p in phis])
+    raws = np.array([[np.linalg.norm(p[:, :m] @ p[:, :m].T / m - kernel) for m in widths] for p in phis])
+    raws /= np.linalg.norm(kernel)
+    distance, raw_distance = dists[0], raws[0]
+    computed.append("grams")
+    arrays = {"widths": widths, "grams": grams.astype(np.float32), "reference": reference, "contrast": contrast,
+              "distance": distance, "raw_distance": raw_distance, "labels": labels, "image_index": index}
+    record = {"fit": loglog_slope(widths, distance, cfg.fit_min), "raw_fit": loglog_slope(widths, raw_distance, cfg.fit_min),
+              "reference_contrast": block_contrast(reference, labels), "scalars": scalars, "ensemble": None}
+    if cfg.repeats > 1:
+        arrays["ens_distance"] = np.sqrt((dists**2).mean(axis=0))
+        arrays["ens_raw_distance"] = np.sqrt((raws**2).mean(axis=0))
+        record["ensemble"] = {"fit": loglog_slope(widths, arrays["ens_distance"], cfg.fit_min),
+                              "raw_fit": loglog_slope(widths, arrays["ens_raw_distance"], cfg.fit_min)}
+    memo.put_arrays(cfg.key(), arrays)
+    memo.put_record(cfg.key() + "-summary", record)
+    res = _result_from_arrays(cfg, arrays, record, x)
+    res.computed, res.seconds = computed, time.perf_counter() - t0
+    return res
+
+
+def _reference_kernel(arm: Arm, cfg: GramConfig, evaluator: BankFeatures, x: np.ndarray,
+                      x_train: np.ndarray, tick: Progress) -> np.ndarray:
+    """Raw Gram ``K_ref = Phi Phi^T / ref_units`` ``(n, n)`` of the reference bank, accumulated chunk by chunk in float64.
+
+    Random inits: ``ref_units / max_units`` independent ``max_units``-wide banks
+    (seeds ``(seed + 1) * 4096 + j``). Data init: every training image once,
+    in chunks of 4096 (the last one padded to the same shape and the padding
+    dropped, so one compilation serves all chunks).
+    """
+    K = np.zeros((len(x), len(x)))
+    stride = (cfg.seed + 1) * REF_SEED_STRIDE
+    if arm.init == "data":
+        starts = list(range(0, len(x_train), DATA_REF_CHUNK))
+        for j, s in enumerate(starts):
+            tick("reference", j, len(starts))
+            Wc = np.asarray(x_train[s : s + DATA_REF_CHUNK], np.float32)
+            keep = len(Wc)
+            if keep < DATA_REF_CHUNK and len(x_train) >= DATA_REF_CHUNK:
+                Wc = np.concatenate([Wc, np.asarray(x_train[: DATA_REF_CHUNK - keep], np.float32)])
+            phi = evaluator(make_bank(arm, stride + j, x_train, W=Wc), x)[:, :keep]
+            K += phi @ phi.T
+        tick("reference", len(starts), len(starts))
+        n_units = len(x_train)
+    else:
+        from lazylab.model import init_prototypes
+
+        chunks = cfg.ref_units // cfg.max_units
+        for j in range(chunks):
+            tick("reference", j, chunks)
+            # build_model's draw and bank for seed stride + j, without its per-bank contract check
+            # (the growing bank of the same unit passed it).
+            Wc = init_prototypes(arm, cfg.max_units, stride + j, x_train)
+            phi = evaluator(make_bank(arm, stride + j, x_train, W=Wc), x)
+            K += phi @ phi.T
+        tick("reference", chunks, chunks)
+        n_units = chunks * cfg.max_units
+    return K / n_units
