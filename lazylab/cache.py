@@ -41,7 +41,25 @@ class SafeDisk(diskcache.Disk):
     def fetch(self, mode, filename, value, read):
         if mode == diskcache.core.MODE_PICKLE:
             raise CorruptEntry("pickled value refused")
+        if filename is not None and not _inside(filename):
+            raise CorruptEntry(f"value file {filename!r} lies outside the memo")
         return super().fetch(mode, filename, value, read)
+
+    def remove(self, file_path):
+        # A planted row may name any path; never delete outside the memo.
+        if _inside(file_path):
+            super().remove(file_path)
+
+
+def _inside(filename) -> bool:
+    """Whether a value-file name from the store is a plain relative path below the memo."""
+    if not isinstance(filename, str) or not filename or os.path.isabs(filename) or "\0" in filename:
+        return False
+    return ".." not in Path(filename).parts
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class CorruptEntry(Exception):
@@ -55,6 +73,8 @@ def _seal(payload: bytes) -> bytes:
 def _unseal(blob) -> bytes:
     if isinstance(blob, str):
         blob = blob.encode()
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise CorruptEntry(f"stored value is a {type(blob).__name__}, not bytes")
     digest, sep, payload = bytes(blob).partition(b"\n")
     if not sep or hashlib.sha256(payload).hexdigest().encode() != digest:
         raise CorruptEntry("checksum mismatch")
@@ -76,7 +96,14 @@ class Memo:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self.directory), disk=SafeDisk)
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
-            raise LazylabError(f"cannot open the memo at {self.directory}: {exc}") from None
+            raise LazylabError(f"cannot open the memo at {self.directory}: {_one_line(exc)}{self._hint()}") from None
+
+    def _hint(self) -> str:
+        """Why the store may be unusable, for the one-line error."""
+        where = self.directory if self.directory.exists() else self.directory.parent
+        if where.exists() and not os.access(where, os.W_OK):
+            return f" ({where} is not writable; pass --cache-dir or set LAZYLAB_CACHE to a writable directory)"
+        return " (pass --cache-dir or set LAZYLAB_CACHE to use another directory)"
 
     def close(self) -> None:
         self._cache.close()
@@ -86,15 +113,23 @@ class Memo:
             blob = self._cache.get(key)
             return None if blob is None else _unseal(blob)
         except (CorruptEntry, OSError, UnicodeDecodeError) as exc:
-            self.problems.append(f"memo entry {key} is corrupt ({exc}); recomputing")
-            self._cache.delete(key)
+            self.problems.append(f"memo entry {key} is corrupt ({_one_line(exc)}); recomputing")
+            try:
+                self._cache.delete(key)
+            except (OSError, sqlite3.Error, diskcache.core.Timeout):
+                pass  # the recomputed value overwrites it, or the write reports the problem
             return None
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}"
+                               " (move the directory away to start a fresh memo)") from None
 
     def _put(self, key: str, payload: bytes) -> None:
         try:
             self._cache.set(key, _seal(payload))
-        except OSError as exc:
-            raise LazylabError(f"cannot write to the memo at {self.directory}: {exc}") from None
+        except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
+            # diskcache writes each entry in one sqlite transaction: a failed write leaves no partial entry.
+            raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}"
+                               f" (disk full or read-only?); finished runs are kept{self._hint()}") from None
 
     def get_record(self, key: str) -> dict | None:
         """The JSON record stored under ``key``, or None if absent or corrupt."""

@@ -65,7 +65,7 @@ def real_test_labels() -> np.ndarray:
 
 
 def assert_one_line_naming(err: pytest.ExceptionInfo, *needles: str) -> str:
-    msg = str(err[...])
+    msg = str(err.value)
     assert "\n" not in msg, msg
     for needle in needles:
         assert needle in msg, f"{needle!r} not in {msg!r}"

@@ -46,6 +46,10 @@ class Workspace:
         self.fingerprint = fmnist.fingerprint(self.data_dir, cache_dir=self.memo.directory)
         self._data: fmnist.FashionMNIST | None = None
         self._features: tuple[tuple, tuple] | None = None  # one bank's features, reused across rates
+        # Memo-only mode (``lazylab ladder --report``): nothing is trained; a cell
+        # missing from the memo is listed in ``missing`` and stands in as a placeholder.
+        self.memo_only = False
+        self.missing: list[str] = []
 
     @property
     def data(self) -> fmnist.FashionMNIST:
@@ -60,9 +64,20 @@ class Workspace:
     def run_cell(self, arm: Arm, cfg: RunConfig, reporter: Reporter = Reporter()) -> dict:
         """The record of one training run, from the memo or computed and stored."""
         record = self.memo.get_record(cfg.key())
+        if record is not None and (not isinstance(record, dict) or record.get("config") != json_config(cfg)):
+            # A sealed entry written for another configuration (an older cache schema, a
+            # hand-copied memo): never misread it, recompute and overwrite it.
+            stored = record.get("config") if isinstance(record, dict) else None
+            schema = stored.get("schema") if isinstance(stored, dict) else None
+            self.memo.problems.append(f"memo entry {cfg.key()} was written for another configuration "
+                                      f"(cache schema {schema}, expected {cfg.schema}); recomputing")
+            record = None
         if record is not None:
             reporter.done(cfg, record, cached=True)
             return record
+        if self.memo_only:
+            self.missing.append(cfg.key())
+            return missing_record(cfg)
         reporter.start(cfg)
         record = train_run(self, arm, cfg, lambda e, a: reporter.epoch(cfg, e, a))
         self.memo.put_record(cfg.key(), record)
@@ -137,6 +152,13 @@ def train_run(ws: Workspace, arm: Arm, cfg: RunConfig, on_epoch=None) -> dict:
         "seconds": round(time.perf_counter() - t0, 3),
     }
     return record
+
+
+def missing_record(cfg: RunConfig) -> dict:
+    """The stand-in for a run not in the memo (memo-only mode): no accuracy, not diverged, ``missing`` set."""
+    return {"key": cfg.key(), "config": json_config(cfg), "best_acc": None, "final_acc": None, "best_epoch": None,
+            "curve": [], "train_loss": [], "diverged": None, "scalars": None, "movement": None, "seconds": 0.0,
+            "missing": True}
 
 
 def json_config(cfg: RunConfig) -> dict:
