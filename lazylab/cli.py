@@ -21,13 +21,18 @@ out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
+MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
+MAX_WIDTH = 65536  # 8x the protocol's widest bank; beyond this the features alone outgrow a workstation
+
+
 class IntList(click.ParamType):
-    """Comma-separated integers, each at least ``minimum``."""
+    """Comma-separated integers, each at least ``minimum`` (and at most ``maximum`` if given)."""
 
     name = "ints"
 
-    def __init__(self, minimum: int):
+    def __init__(self, minimum: int, maximum: int | None = None):
         self.minimum = minimum
+        self.maximum = maximum
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
@@ -42,7 +47,19 @@ class IntList(click.ParamType):
         bad = [i for i in ints if i < self.minimum]
         if bad:
             self.fail(f"{bad[0]} is below the minimum {self.minimum}", param, ctx)
+        bad = [i for i in ints if self.maximum is not None and i > self.maximum]
+        if bad:
+            self.fail(f"{bad[0]} is above the maximum {self.maximum}", param, ctx)
         return ints
+
+
+def finite(ctx, param, value):
+    """Option callback: refuse ``nan`` and ``inf`` (click's FloatRange lets them through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def parse_arms(value: str | None) -> tuple:
@@ -73,25 +90,56 @@ def cli():
 # --------------------------------------------------------------------- arms
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def arms(as_json):
-    """List the arms and the plugin each comes from."""
-    from lazylab.arms import registry
+@click.option("--check", is_flag=True, help="Also build a tiny bank of each unit and check its shapes.")
+def arms(as_json, check):
+    """List every unit and arm with the plugin (distribution, version) it comes from.
+
+    A plugin that fails to import or breaks the contract is listed with its
+    error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that an error, and
+    LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
+    """
+    from rich.markup import escape
+
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, smoke_check
 
     reg = registry()
+    status = {}
+    for name, (unit, dist, version) in sorted(reg.units.items()):
+        status[name] = "ok"
+        if check:
+            try:
+                smoke_check(unit)
+            except ContractError as exc:
+                status[name] = f"contract: {exc}"
+                if os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
+                    raise LazylabError(f"plugin unit {name!r} ({dist} {version}) failed: {status[name]} "
+                                       "[LAZYLAB_STRICT_PLUGINS is set]") from None
+    all_arms = reg.arms()
     rows = [
         {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
-         "distribution": a.distribution, "version": a.version, "status": "ok"}
-        for a in reg.arms().values()
+         "distribution": a.distribution, "version": a.version, "status": status[a.unit.name]}
+        for a in all_arms.values()
     ]
-    broken = [{"unit": name, "status": msg} for name, msg in sorted(reg.errors.items())]
+    broken = [{"unit": e.unit, "distribution": e.distribution, "version": e.version, "status": e.message}
+              for _, e in sorted(reg.errors.items())]
+    units = [
+        {"unit": name, "distribution": dist, "version": version, "status": status[name],
+         "inits": list(unit.inits), "description": unit.description,
+         "arms": [a.name for a in all_arms.values() if a.unit.name == name]}
+        for name, (unit, dist, version) in sorted(reg.units.items())
+    ] + [{**b, "inits": [], "description": "", "arms": []} for b in broken]
     if as_json:
-        click.echo(json.dumps({"arms": rows, "errors": broken}, indent=2))
+        click.echo(json.dumps({"group": ENTRY_POINT_GROUP, "contract": CONTRACT_VERSION,
+                               "units": units, "arms": rows, "errors": broken}, indent=2))
         return
     table = Table("arm", "unit", "init", "bank", "plugin", "status")
     for r in rows:
-        table.add_row(r["arm"], r["unit"], r["init"], r["bank"], f"{r['distribution']} {r['version']}", r["status"])
+        ok = r["status"] == "ok"
+        table.add_row(r["arm"], r["unit"], r["init"], r["bank"], f"{r['distribution']} {r['version']}",
+                      r["status"] if ok else f"[red]{escape(r['status'])}[/red]")
     for b in broken:
-        table.add_row("-", b["unit"], "-", "-", "-", f"[red]{b['status']}[/red]")
+        plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
+        table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
     out.print(table)
 
 
@@ -125,7 +173,8 @@ def data_info(data_dir, cache_dir, as_json):
 @click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to put the files [default: $LAZYLAB_DATA or ./data/fashion-mnist].")
 @click.option("--base-url", default=None, help="Mirror base URL [default: the dataset's public mirror].")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per request.")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=30.0, show_default=True, callback=finite,
+              help="Seconds per request.")
 def data_fetch(dest, base_url, timeout):
     """Download the four files with SHA-256 verification."""
     from lazylab import data as fmnist
@@ -168,9 +217,16 @@ def cache_clear(cache_dir, yes):
 
 # ------------------------------------------------------------------- ladder
 class ProgressReporter:
-    """Renders experiment progress as a rich bar on stderr."""
+    """Renders experiment progress as a rich bar on stderr.
+
+    The latest one is kept in ``ProgressReporter.latest`` so that ``main`` can say,
+    after an interrupt, how many finished runs the memo holds.
+    """
+
+    latest = None
 
     def __init__(self, progress):
+        ProgressReporter.latest = self
         self.progress = progress
         self.task = progress.add_task("ladder", total=None)
         self.computed = 0
@@ -180,15 +236,18 @@ class ProgressReporter:
         self.progress.update(self.task, total=total)
 
     def start(self, cfg):
+        _check_interrupt()
         self.progress.update(self.task, description=f"{cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g}")
 
     def epoch(self, cfg, epoch, acc):
+        _check_interrupt()
         self.progress.update(self.task, description=f"{cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g} epoch {epoch}/{cfg.epochs} {acc:.2f}%")
 
     def done(self, cfg, record, cached):
         self.cached += cached
         self.computed += not cached
         self.progress.advance(self.task)
+        _check_interrupt()
 
 
 def ladder_table(result) -> Table:
@@ -212,12 +271,89 @@ def ladder_table(result) -> Table:
     return table
 
 
+def _num(v, fmt=".2f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def analysis_tables(analysis: dict) -> list:
+    """Rich renderables for the ladder's laws (``experiments.laws.analyse_ladder``), in SPEC section 6 order."""
+    parts: list = []
+    law = Table(title="ladder law: err = 100 - mean acc = floor + c m^-alpha", title_justify="left")
+    for col in ("arm", "widths fitted", "floor (%)", "c", "alpha", "R^2"):
+        law.add_column(col, justify="left" if col in ("arm", "widths fitted") else "right")
+    for arm, f in analysis["ladder_law"].items():
+        used = ",".join(map(str, f.get("widths", []))) or "-"
+        if "skipped" in f:
+            law.add_row(arm, used, "-", "-", "-", f"[dim]{f['skipped']}[/dim]")
+        else:
+            note = " [yellow](alpha at search bound)[/yellow]" if f["at_bound"] else ""
+            law.add_row(arm, used, f"{f['floor']:.2f}", f"{f['c']:.3g}", f"{f['alpha']:.3f}{note}",
+                        f"{f['r2']:.4f}" + (" (exact: 3 points)" if f["dof"] == 0 else ""))
+    parts.append(law)
+    if analysis["movement"]:
+        widths = sorted({int(w) for per in analysis["movement"].values() for w in per})
+        mv = Table(title="movement: w_move_rel = ||W_end - W0||_F / ||W0||_F, mean over seeds; "
+                         "law: log w_move_rel = intercept + slope log m", title_justify="left")
+        mv.add_column("arm")
+        for w in widths:
+            mv.add_column(f"m={w}", justify="right")
+        for col in ("slope", "R^2"):
+            mv.add_column(col, justify="right")
+        for arm, per in analysis["movement"].items():
+            f = analysis["movement_law"].get(arm, {})
+            cells = [_num(per.get(str(w), {}).get("mean"), ".4g") for w in widths]
+            mv.add_row(arm, *cells, _num(f.get("slope"), ".3f"), _num(f.get("r2"), ".4f"))
+        parts.append(mv)
+    if analysis["gap"]:
+        widths = sorted({int(w) for g in analysis["gap"].values() for w in g["per_width"]})
+        gp = Table(title="gap: trained - frozen mean accuracy (points)", title_justify="left")
+        gp.add_column("pair")
+        for w in widths:
+            gp.add_column(f"m={w}", justify="right")
+        gp.add_column("largest at", justify="right")
+        gp.add_column("smallest at", justify="right")
+        for name, g in analysis["gap"].items():
+            gp.add_row(name, *[_num(g["per_width"].get(str(w)), "+.2f") for w in widths],
+                       str(g["largest_at"]), str(g["smallest_at"]))
+        parts.append(gp)
+    if analysis["redundancy"]:
+        rd = Table(title="redundancy of the initial bank (seed 0) on the first n training images", title_justify="left")
+        for col in ("bank", "m", "n", "mean |corr| off-diag", "participation ratio", "constant units"):
+            rd.add_column(col, justify="left" if col == "bank" else "right")
+        for bank, r in analysis["redundancy"].items():
+            rd.add_row(bank, str(r["m"]), str(r["n"]), f"{r['mean_abs_corr']:.4f}", f"{r['participation_ratio']:.2f}",
+                       str(r["constant_units"]))
+        parts.append(rd)
+    trained = {a: v for a, v in analysis["scalars"].items() if a.endswith("-trained")}
+    if trained:
+        widths = sorted({int(w) for v in trained.values() for per in v.values() for w in per})
+        sc = Table(title="learned scalars of trained arms, start -> end, mean over seeds "
+                         "(frozen arms keep their start values)", title_justify="left")
+        sc.add_column("arm")
+        sc.add_column("scalar")
+        for w in widths:
+            sc.add_column(f"m={w}", justify="right")
+        for arm, v in trained.items():
+            for name, per in v.items():
+                cells = [f"{_num(per[str(w)]['start'], '.3g')} -> {_num(per[str(w)]['end'], '.3g')}" if str(w) in per
+                         else "-" for w in widths]
+                sc.add_row(arm, name, *cells)
+        parts.append(sc)
+    return parts
+
+
+def default_out() -> Path:
+    """``$LAZYLAB_OUT`` or ``./out``: the root for figures and tables a command writes by default."""
+    return Path(os.environ.get("LAZYLAB_OUT") or "out")
+
+
 @cli.command()
 @click.option("--arms", "arms_", default=None, help="Comma-separated arms [default: the preset's].")
-@click.option("--widths", type=IntList(1), default=None, help="Comma-separated widths m [default: the preset's].")
-@click.option("--seeds", type=IntList(0), default=None, help="Comma-separated seeds [default: the preset's].")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs per run [default: the preset's].")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Fixed learning rate (skips bracketing).")
+@click.option("--widths", type=IntList(1, MAX_WIDTH), default=None, help="Comma-separated widths m [default: the preset's].")
+@click.option("--seeds", type=IntList(0, MAX_SEED), default=None, help="Comma-separated seeds [default: the preset's].")
+@click.option("--epochs", type=click.IntRange(min=1, max=1000), default=None, help="Epochs per run [default: the preset's].")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+              help="Fixed learning rate (skips bracketing).")
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=None, help="First N training images [default: 60000].")
 @click.option("--fan-in", type=click.Choice(["unit", "d"]), default="unit", show_default=True,
               help="Random init: each unit's own lecun convention, or fan-in d for all.")
@@ -225,8 +361,20 @@ def ladder_table(result) -> Table:
               help="Defaults for every option not given.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the full results (plan, summaries, every run record) as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write every run as one CSV row [default: next to --json as <name>.csv, else <figures>/runs.csv].")
+@click.option("--figures", "figures_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for accuracy.{png,svg} and movement.{png,svg} [default: $LAZYLAB_OUT/ladder or out/ladder].")
+@click.option("--no-figures", is_flag=True, help="Draw no figures.")
+@click.option("--report", is_flag=True,
+              help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
+@click.option("--climb-widths", type=IntList(1), default=None,
+              help="Fit every arm's ladder law on these widths instead of its climbing region.")
+@click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
+              help="Climbing region: from the smallest width while each next width gains more than this (points).")
 @data_options
-def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_path, data_dir, cache_dir):
+def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_path, csv_path, figures_dir,
+           no_figures, report, climb_widths, climb_gain, data_dir, cache_dir):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -245,26 +393,624 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     )
     if json_path is not None and json_path.parent and not json_path.parent.is_dir():
         raise LazylabError(f"--json: directory {json_path.parent} does not exist")
+    if csv_path is not None and csv_path.parent and not csv_path.parent.is_dir():
+        raise LazylabError(f"--csv: directory {csv_path.parent} does not exist")
+    from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
+
+    ws = Workspace(data_dir, cache_dir)
+    if report:
+        ws.memo_only = True
+        result = run_ladder(ws, plan)
+    else:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True) as progress:
+            reporter = ProgressReporter(progress)
+            result = run_ladder(ws, plan, reporter)
+    analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain)
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    if report and ws.missing:
+        raise LazylabError(missing_message(ws, plan, result))
+    plan_json = result.plan
+    out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan_json['seeds']))}; "
+              f"{plan_json['epochs']} epochs on {plan_json['train_size']} training images")
+    out.print(ladder_table(result))
+    if report:
+        out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
+    else:
+        out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
+    for part in analysis_tables(analysis):
+        out.print(part)
+    payload = {**result.to_json(), "analysis": analysis}
+    if json_path is not None:
+        json_path.write_text(json.dumps(payload, indent=1))
+        out.print(f"wrote {json_path}")
+    figures_dir = None if no_figures else (figures_dir or default_out() / "ladder")
+    if csv_path is None and json_path is not None:
+        csv_path = json_path.with_suffix(".csv")
+    elif csv_path is None and figures_dir is not None:
+        csv_path = figures_dir / "runs.csv"
+    if csv_path is not None:
+        import csv
+
+        header, rows = runs_table(result)
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(csv_path, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(header)
+            writer.writerows(rows)
+        out.print(f"wrote {csv_path} ({len(rows)} runs)")
+    if figures_dir is not None:
+        from lazylab.render.figures import ladder_figures
+
+        paths = ladder_figures(payload, figures_dir)
+        out.print(f"wrote {', '.join(str(p) for p in paths)}")
+
+
+# --------------------------------------------------------------- trajectory
+def _scalars_text(start: dict, end: dict) -> str:
+    return ", ".join(f"{k} {start.get(k, float('nan')):.3g}->{v:.3g}" for k, v in end.items()) or "-"
+
+
+@cli.command()
+@click.option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
+              help="Comma-separated trained arms (plugins included).")
+@click.option("--width", type=click.IntRange(min=1), default=64, show_default=True, help="Units m per bank.")
+@click.option("--epochs", type=click.IntRange(min=1), default=24, show_default=True, help="Epochs per arm.")
+@click.option("--snapshots", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Prototypes kept at every epoch (the first N of the bank).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for bank, head and batch order.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+              help="Rate for every arm [default: each arm's ladder bracket, m=256 seed 0 12 epochs, memoized].")
+@click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True,
+              help="First N training images.")
+@click.option("--fan-in", type=click.Choice(["unit", "d"]), default="unit", show_default=True,
+              help="Random init: each unit's own lecun convention, or fan-in d for all.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the GIFs and PNGs [default: $LAZYLAB_OUT/trajectory or out/trajectory].")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the per-epoch records (no snapshot arrays) as JSON.")
+@data_options
+def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, data_dir, cache_dir):
+    """Watch trained prototypes travel: snapshots, travel and accuracy per epoch, and two GIFs."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.trajectory import TrajectoryPlan, run_trajectory, validate
+    from lazylab.render.trajectory import render_trajectory
+
+    plan = TrajectoryPlan(arms=parse_arms(arms_), width=width, epochs=epochs, snapshots=snapshots, seed=seed,
+                          lr=lr, train_size=train_size, fan_in=fan_in)
+    validate(plan)
+    if json_path is not None and json_path.parent and not json_path.parent.is_dir():
+        raise LazylabError(f"--json: directory {json_path.parent} does not exist")
     ws = Workspace(data_dir, cache_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         reporter = ProgressReporter(progress)
-        result = run_ladder(ws, plan, reporter)
+        result = run_trajectory(ws, plan, reporter)
     for line in ws.memo.problems:
         click.echo(line, err=True)
-    plan = result.plan
-    out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan['seeds']))}; "
-              f"{plan['epochs']} epochs on {plan['train_size']} training images")
-    out.print(ladder_table(result))
+    out.print(f"trajectories: m={width}, {epochs} epochs on {train_size} training images, seed {seed}; "
+              f"travel = per-unit ||w_t - w_0|| / ||w_0|| over all {width} units; accuracy (%) on the test set")
+    table = Table("arm", "init", "lr", "median travel", "max travel", "final acc", "best acc", "scalars (start->end)", "source")
+    for a in result.arms:
+        f = a.final()
+        table.add_row(a.arm, a.init, f"{a.lr:g} ({a.rate_source})", f"{f['travel_median']:.4f}", f"{f['travel_max']:.4f}",
+                      f"{f['accuracy']:.2f}", "-" if f["best_acc"] is None else f"{f['best_acc']:.2f}",
+                      _scalars_text(a.record["scalars"][0], f["scalars"]), "memo" if a.cached else "computed")
+    out.print(table)
     out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
+    rendered = render_trajectory(result, out_dir or default_out() / "trajectory")
+    for note in result.notes + rendered["notes"]:
+        out.print(f"note: {note}")
+    for name, f in rendered["files"].items():
+        frames = f" ({f['frames']} frames)" if f["frames"] > 1 else ""
+        out.print(f"wrote {f['path']}{frames}, {f['bytes'] / 1024:.0f} KiB")
+    if rendered["colour_scale"] is not None:
+        out.print(f"prototype colour scale: [-{rendered['colour_scale']:g}, {rendered['colour_scale']:g}] for every row and frame")
     if json_path is not None:
-        json_path.write_text(json.dumps(result.to_json(), indent=1))
+        json_path.write_text(json.dumps({**result.to_json(), "pictures": rendered}, indent=1))
         out.print(f"wrote {json_path}")
 
 
+# ------------------------------------------------------------ gram, readout
+def _stage_progress(progress):
+    """A ``progress(stage, done, total)`` callback drawing one rich task per stage."""
+    tasks = {}
+
+    def tick(stage, done, total):
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done, total=total)
+
+    return tick
+
+
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=err, transient=True)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _gif_line(info) -> str:
+    return f"{info.path} ({info.frames} frames, {info.size[0]}x{info.size[1]} px, {info.bytes / 2**20:.2f} MiB)"
+
+
+@cli.command()
+@click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
+@click.option("--max-units", type=click.IntRange(min=1, max=MAX_WIDTH), default=2000, show_default=True,
+              help="Width of the grown bank (the last frame).")
+@click.option("--frames", type=click.IntRange(min=1, max=500), default=40, show_default=True,
+              help="Log-spaced widths from 1 to --max-units (distinct integers; at most --max-units).")
+@click.option("--images", "classes", default="0,1,7", show_default=True,
+              help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
+@click.option("--per-class", type=click.IntRange(min=2, max=200), default=10, show_default=True,
+              help="Images per class: the first N of the class in the test set.")
+@click.option("--seed", type=click.IntRange(min=0, max=1_000_000), default=0, show_default=True, help="Seed of the grown bank.")
+@click.option("--ref-units", type=click.IntRange(min=1), default=None,
+              help="Reference bank width [default: max(32 x max-units, 50000); data-seeded arms: every training image].")
+@click.option("--fit-min", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Smallest width in the log-log slope fit.")
+@click.option("--repeats", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Independent banks (seeds seed..seed+N-1) for an ensemble (RMS) slope; the first is shown.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for gram.gif, gram.json, gram.csv [default: $LAZYLAB_OUT/gram or out/gram].")
+@data_options
+def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_min, repeats, out_dir, data_dir, cache_dir):
+    """The random-feature kernel crystallizing: normalised Gram of 30 test images as a bank grows."""
+    from lazylab.arms import get_arm
+    from lazylab.data import CLASS_NAMES
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.gram import gram_config, parse_classes, require_frozen, run_gram
+    from lazylab.render.gifs import gram_gif
+
+    arm = get_arm(arm_name.strip())
+    require_frozen(arm, "gram")
+    class_ids = parse_classes(classes)
+    ws = Workspace(data_dir, cache_dir)
+    cfg = gram_config(ws, arm, max_units=max_units, frames=frames, classes=class_ids, per_class=per_class,
+                      seed=seed, ref_units=ref_units, fit_min=fit_min, repeats=repeats)
+    out_dir = out_dir or default_out() / "gram"
+    with _progress() as progress:
+        result = run_gram(ws, arm, cfg, _stage_progress(progress))
+        task = progress.add_task(f"drawing {len(result.widths)} frames", total=None)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        info = gram_gif(result, out_dir / "gram.gif")
+        progress.remove_task(task)
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    payload = {**result.to_json(), "gif": {"path": str(info.path), "frames": info.frames, "bytes": info.bytes,
+                                           "size": list(info.size), "dpi": info.dpi}}
+    (out_dir / "gram.json").write_text(json.dumps(payload, indent=1))
+    _write_csv(out_dir / "gram.csv", result.rows())
+    names = ", ".join(CLASS_NAMES[c] for c in cfg.classes)
+    ref = (f"every one of the {cfg.ref_units:,} training images" if arm.init == "data" else
+           f"{cfg.ref_units:,} units ({cfg.ref_units // cfg.max_units} independent {cfg.max_units}-wide banks)")
+    out.print(f"gram: {arm.name} ({arm.plugin}), {len(result.labels)} test images ({per_class} each of {names}), "
+              f"one bank of {cfg.max_units} units (seed {seed}), {len(result.widths)} widths; reference: {ref}")
+    fit = result.fit
+    if fit["slope"] is None:
+        out.print(f"distance-to-reference slope: not fitted (fewer than 3 widths >= {fit['min_width']})")
+    else:
+        out.print(f"distance-to-reference slope: {fit['slope']:.3f} (log-log least squares over widths "
+                  f"{fit['widths'][0]}..{fit['widths'][1]}, {fit['n']} points, R^2 {fit['r2']:.3f}; Monte Carlo predicts -0.5)")
+    raw = result.raw_fit
+    if raw["slope"] is not None:
+        out.print(f"raw estimator K = Phi Phi^T/m, relative distance ||K_m - K_ref||_F/||K_ref||_F: slope {raw['slope']:.3f} "
+                  f"(same widths, R^2 {raw['r2']:.3f})")
+    if result.ensemble is not None:
+        ens = result.ensemble
+        out.print(f"ensemble of {repeats} banks (seeds {seed}..{seed + repeats - 1}), root-mean-square distance: slope "
+                  f"{ens['fit']['slope']:.3f} (normalised G), {ens['raw_fit']['slope']:.3f} (raw K)"
+                  if ens["fit"]["slope"] is not None and ens["raw_fit"]["slope"] is not None else
+                  f"ensemble of {repeats} banks: slope not fitted (fewer than 3 widths >= {fit_min})")
+    w, c, dist = result.widths, result.contrast, result.distance
+    out.print(f"block contrast (within - cross class): {c[0]:.4f} at m={w[0]}, {c[-1]:.4f} at m={w[-1]}; "
+              f"reference bank {result.reference_contrast:.4f}")
+    out.print(f"distance to reference: {dist[0]:.4f} at m={w[0]}, {dist[-1]:.4f} at m={w[-1]}")
+    out.print(f"wrote {_gif_line(info)}, {out_dir / 'gram.json'}, {out_dir / 'gram.csv'}")
+    source = "everything from the memo" if result.cached else f"computed: {', '.join(result.computed)}"
+    out.print(f"{source} ({ws.memo.directory}); {result.seconds:.1f} s")
+
+
+@cli.command()
+@click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
+@click.option("--widths", type=IntList(1, MAX_WIDTH), default="64,512", show_default=True,
+              help="Comma-separated bank widths; the widest judges the garments.")
+@click.option("--train-size", type=click.IntRange(min=1, max=60000), default=10000, show_default=True,
+              help="First N training images.")
+@click.option("--steps", type=click.IntRange(min=1, max=100_000), default=300, show_default=True, help="Adam steps (full batch).")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.3, show_default=True, callback=finite,
+              help="Adam rate (random features are small, so the readout needs a large one; see docs/gram_readout.md).")
+@click.option("--eval-every", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Steps between test evaluations (one GIF frame each).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Seed of the banks, the readouts and the garments shown.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for readout.gif, readout.json, readout.csv [default: $LAZYLAB_OUT/readout or out/readout].")
+@data_options
+def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, data_dir, cache_dir):
+    """The readout race: linear readouts on frozen banks of two widths, test accuracy through Adam steps."""
+    from lazylab.arms import get_arm
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.gram import require_frozen
+    from lazylab.experiments.readout import readout_configs, run_readout
+    from lazylab.render.gifs import readout_gif
+
+    arm = get_arm(arm_name.strip())
+    require_frozen(arm, "readout")
+    if len(set(widths)) != len(widths):
+        raise click.BadParameter("widths must be distinct", param_hint="'--widths'")
+    ws = Workspace(data_dir, cache_dir)
+    configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
+                              train_size=train_size)
+    out_dir = out_dir or default_out() / "readout"
+    with _progress() as progress:
+        result = run_readout(ws, arm, configs, _stage_progress(progress))
+        task = progress.add_task(f"drawing {len(result.curves[0].steps)} frames", total=None)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        info = readout_gif(result, out_dir / "readout.gif")
+        progress.remove_task(task)
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    payload = {**result.to_json(), "gif": {"path": str(info.path), "frames": info.frames, "bytes": info.bytes,
+                                           "size": list(info.size), "dpi": info.dpi}}
+    (out_dir / "readout.json").write_text(json.dumps(payload, indent=1))
+    _write_csv(out_dir / "readout.csv", result.rows())
+    out.print(f"readout: {arm.name} ({arm.plugin}), nnx.Linear(m, 10) by full-batch Adam lr {lr:g}, {steps} steps "
+              f"on {train_size:,} training images; test accuracy (%) on the full test set every {eval_every} steps")
+    table = Table("width m", "step 0", "final", "best (step)", "source")
+    for c in result.curves:
+        best = int(c.acc.argmax())
+        table.add_row(str(c.width), f"{c.acc[0]:.2f}", f"{c.final_acc:.2f}", f"{c.acc[best]:.2f} ({int(c.steps[best])})",
+                      "memo" if c.cached else "computed")
+    out.print(table)
+    right = int((result.widest.preds[-1, result.show_index] == result.show_labels).sum())
+    out.print(f"garments shown: test images {', '.join(map(str, result.show_index.tolist()))}; "
+              f"m={result.widest.width} gets {right}/{len(result.show_index)} right at the end")
+    out.print(f"wrote {_gif_line(info)}, {out_dir / 'readout.json'}, {out_dir / 'readout.csv'}")
+    source = "everything from the memo" if result.cached else f"computed: {', '.join(result.computed)}"
+    out.print(f"{source} ({ws.memo.directory}); {result.seconds:.1f} s")
+
+
+# ---------------------------------------------------------------------- ntk
+class NtkWidths(click.ParamType):
+    """Comma-separated widths >= 1; ``a,b,...,z`` expands a doubling (``b = k a``) or arithmetic progression up to ``z``."""
+
+    name = "widths"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = [v.strip() for v in str(value).split(",")]
+        try:
+            if "..." in items:
+                if len(items) != 4 or items[2] != "...":
+                    raise ValueError
+                a, b, z = int(items[0]), int(items[1]), int(items[3])
+                if b <= a or z < b:
+                    raise ValueError
+                seq = [a]
+                ratio = b // a if a > 0 and b % a == 0 and b // a >= 2 else None
+                while seq[-1] < z:
+                    seq.append(seq[-1] * ratio if ratio else seq[-1] + (b - a))
+                if seq[-1] != z:
+                    self.fail(f"{z} is not on the progression {a},{b},...", param, ctx)
+                ints = tuple(seq)
+            else:
+                ints = tuple(int(v) for v in items)
+        except ValueError:
+            self.fail(f"expected comma-separated widths such as 8,16,32 or 8,16,...,1024, got {value!r}", param, ctx)
+        if len(ints) < 2:
+            self.fail("a sweep needs at least two widths", param, ctx)
+        bad = [i for i in ints if not 1 <= i <= MAX_WIDTH]
+        if bad:
+            self.fail(f"width {bad[0]} is outside 1..{MAX_WIDTH}", param, ctx)
+        if len(set(ints)) != len(ints):
+            self.fail("widths repeat", param, ctx)
+        return ints
+
+
+class NtkTimes(click.ParamType):
+    """Comma-separated report times: finite, >= 0, strictly increasing."""
+
+    name = "times"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            ts = tuple(float(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"expected comma-separated times, got {value!r}", param, ctx)
+        if not all(math.isfinite(t) and 0 <= t <= 1e4 for t in ts):
+            self.fail("times must be finite and between 0 and 10000", param, ctx)
+        if any(b <= a for a, b in zip(ts, ts[1:])):
+            self.fail("times must be strictly increasing", param, ctx)
+        return ts
+
+
+def _ntk_out(out_dir: Path | None) -> Path:
+    out_dir = out_dir or default_out() / "ntk"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LazylabError(f"--out: cannot create {out_dir}: {exc.strerror or exc}") from None
+    return out_dir
+
+
+def _ntk_checks_table(checks) -> Table:
+    table = Table("check", "measured", "criterion", "result")
+    for c in checks:
+        verdict = ("[green]pass[/green]" if c.passed else "[red]FAIL[/red]") if c.expect else \
+                  ("[green]fails, as it must[/green]" if not c.passed else "[red]PASSES (must fail)[/red]")
+        table.add_row(c.name, f"{c.value:.3g}", c.note, verdict)
+    return table
+
+
+@cli.group()
+def ntk():
+    """Lazy versus rich, measured: tangent kernels, their drift and the linearization (SPEC section 7)."""
+
+
+@ntk.command("lab")
+@click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=32, show_default=True, help="Hidden units m (one run).")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+              help="Gradient-descent rate [default: 0.5 for one run, 0.05 for a --widths sweep].")
+@click.option("--steps", type=click.IntRange(min=1, max=1_000_000), default=2000, show_default=True, help="Full-batch GD steps.")
+@click.option("--bump", type=float, default=1.0, show_default=True, callback=finite, help="Amplitude of the local bump in the target.")
+@click.option("--noise", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite, help="Label noise std.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Initialization seed.")
+@click.option("--data-seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed of the training data.")
+@click.option("--frames", type=click.IntRange(min=2, max=400), default=60, show_default=True, help="Snapshots (GIF frames), log-spaced in steps.")
+@click.option("--widths", type=NtkWidths(), default=None, help="Run a width sweep instead, e.g. 8,16,...,1024.")
+@click.option("--sweep-seeds", type=click.IntRange(min=1, max=100), default=5, show_default=True,
+              help="Seeds averaged per width in a sweep (--seed, --seed+1, ...).")
+@click.option("--no-gif", is_flag=True, help="Skip the GIF.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output directory [default: $LAZYLAB_OUT/ntk or ./out/ntk].")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, sweep_seeds, no_gif, out_dir, as_json):
+    """The 1-D tanh network and its linearization from one init; or a width sweep."""
+    from lazylab.experiments.ntk import LabConfig, run_lab, sweep
+
+    out_dir = _ntk_out(out_dir)
+    if widths:
+        from lazylab.render.ntk import sweep_png
+
+        cfg = LabConfig(width=widths[0], lr=0.05 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
+                        data_seed=data_seed).validate()
+        seeds = list(range(seed, seed + sweep_seeds))
+        with _progress() as progress:
+            task = progress.add_task("sweep", total=len(widths) * len(seeds))
+            sw = sweep(cfg, widths, seeds, on_run=lambda w, s: progress.update(task, advance=1, description=f"m={w} seed={s}"))
+        (out_dir / "sweep.json").write_text(json.dumps(sw.to_json(), indent=1))
+        sweep_png(sw, out_dir / "sweep.png")
+        if as_json:
+            click.echo(json.dumps(sw.to_json(), indent=1))
+            return
+        out.print(f"width sweep: lr {cfg.lr:g}, {steps} steps, bump {bump:g}, noise {noise:g}; mean over seeds "
+                  f"{','.join(map(str, seeds))}")
+        table = Table("m", "NTK drift", "disagreement (RMS)", "movement net", "movement lin", "train MSE net", "train MSE lin")
+        for r in sw.rows:
+            table.add_row(str(r["width"]), f"{r['drift']:.4f} ± {r['drift_std']:.4f}",
+                          f"{r['disagreement']:.4f} ± {r['disagreement_std']:.4f}", f"{r['move_net']:.4f}",
+                          f"{r['move_lin']:.4f}", f"{r['train_mse']:.4f}", f"{r['train_mse_lin']:.4f}")
+        out.print(table)
+        for key, label in (("drift", "NTK drift"), ("disagreement", "net-vs-linearization disagreement"), ("move_net", "relative movement")):
+            s = sw.slopes[key]
+            out.print(f"log-log slope of {label} vs width: {s['slope']:.3f} (R^2 {s['r2']:.3f})")
+        out.print(f"wrote {out_dir / 'sweep.png'}, {out_dir / 'sweep.json'}")
+        return
+
+    from lazylab.render.ntk import lab_gif, lab_png
+
+    cfg = LabConfig(width=width, lr=0.5 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
+                    data_seed=data_seed, frames=frames).validate()
+    res = run_lab(cfg)
+    s = res.summary()
+    (out_dir / "lab.json").write_text(json.dumps({**s, "loss": res.loss.tolist(), "loss_lin": res.loss_lin.tolist(),
+                                                   "snap_steps": res.snap_steps.tolist(), "drift_trace": res.drift.tolist()}))
+    written = [str(lab_png(res, out_dir / "lab.png"))]
+    if not no_gif:
+        g = lab_gif(res, out_dir / "lab.gif")
+        written.append(f"{g['path']} ({g['frames']} frames, {g['size'][0]}x{g['size'][1]} px, {g['bytes'] / 2**20:.2f} MiB)")
+    if as_json:
+        click.echo(json.dumps(s, indent=1))
+        return
+    out.print(f"1-D lab: m = {width}, lr {cfg.lr:g}, {steps} steps of full-batch GD on half-MSE, bump {bump:g}, "
+              f"noise {noise:g}, seed {seed} (data seed {data_seed}); {cfg.n_train} training points, test MSE "
+              f"against the noiseless target on {cfg.n_test} grid points")
+    table = Table("model", "train MSE", "test MSE", "half-MSE start -> end", "relative movement")
+    table.add_row("network", f"{s['train_mse']:.5f}", f"{s['test_mse']:.5f}", f"{s['loss_start']:.4f} -> {s['loss_end']:.5f}",
+                  f"{s['move_net']:.4f}  (a {s['move_net_layers']['a']:.3f}, w {s['move_net_layers']['w']:.3f}, "
+                  f"b {s['move_net_layers']['b']:.3f})")
+    table.add_row("linearization", f"{s['train_mse_lin']:.5f}", f"{s['test_mse_lin']:.5f}",
+                  f"{s['loss_lin_start']:.4f} -> {s['loss_lin_end']:.5f}", f"{s['move_lin']:.4f}  (displacement)")
+    out.print(table)
+    out.print(f"same start: max |f - f_lin| at step 0 = {s['start_gap']:g}")
+    out.print(f"NTK drift ||K_T - K_0||_F / ||K_0||_F on the training inputs: {s['drift']:.4f}")
+    out.print(f"network vs linearization at step {steps}: RMS {s['disagreement']:.4f} on the test grid "
+              f"({s['disagreement_rel']:.3f} of the network's own change)")
+    out.print(f"wrote {', '.join(written)}, {out_dir / 'lab.json'}")
+
+
+@ntk.command("audit")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def ntk_audit(as_json):
+    """Every SPEC check of the 1-D lab, pass/fail with its measured value; exit 1 if any fails."""
+    from lazylab.experiments.ntk import run_audit
+
+    checks = run_audit()
+    failed = [c for c in checks if not c.ok]
+    if as_json:
+        click.echo(json.dumps([c.to_json() for c in checks], indent=1))
+    else:
+        out.print(_ntk_checks_table(checks))
+        out.print(f"{len(checks) - len(failed)}/{len(checks)} checks pass")
+    if failed:
+        click.get_current_context().exit(1)
+
+
+@ntk.command("scalar")
+@click.option("--w0", type=click.FloatRange(min=1e-4, max=10.0), default=0.01, show_default=True, callback=finite,
+              help="Initial output w0 = a0 b0 (balanced a0 = b0), at least 0.01 away from 1.")
+@click.option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
+@click.option("--dt", type=click.FloatRange(min=1e-5, max=0.01), default=1e-3, show_default=True, callback=finite,
+              help="Largest RK4 step.")
+@click.option("--offset", type=float, default=1e-3, show_default=True, callback=finite,
+              help="Control 1: the linear model's mismatched start f_lin(0) - f(0) (1e-5 to 1 in size).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output directory [default: $LAZYLAB_OUT/ntk or ./out/ntk].")
+@click.option("--json", "as_json", is_flag=True, help="Print the table and checks as JSON.")
+def ntk_scalar(w0, times, dt, offset, out_dir, as_json):
+    """The exact scalar model f = a b x: closed forms vs integration, controls, two-mode decay; exit 1 on a wrong verdict."""
+    from lazylab.experiments.ntk import run_scalar
+    from lazylab.render.ntk import scalar_png
+
+    from lazylab.ntk.scalar import setting_problem
+
+    problem = setting_problem(w0, times, offset)
+    if problem:
+        raise click.UsageError(problem)
+    if times[-1] / dt > 2e6:
+        raise click.BadParameter(f"{times[-1]:g} / dt = {times[-1] / dt:.0f} steps is over 2,000,000; raise --dt", param_hint="'--times'")
+    out_dir = _ntk_out(out_dir)
+    res = run_scalar(w0=w0, times=times, dt=dt, offset=offset)
+    (out_dir / "scalar.csv").write_text(res.csv())
+    scalar_png(res, out_dir / "scalar.png")
+    t = res.table
+    if as_json:
+        click.echo(json.dumps({"w0": w0, "dt": dt, "table": {k: v.tolist() for k, v in t.items()},
+                               "checks": [c.to_json() for c in res.checks]}, indent=1))
+    else:
+        out.print(f"scalar model f = a b x, x = y = 1, a0 = b0 = sqrt({w0:g}); RK4 step <= {dt:g}; |error| = |closed - integrated|")
+        table = Table("t", "w(t)", "|err|", "f_lin(t)", "|err|", "kernel 2w", "|err|", "|θ-θ0| net", "|θ-θ0| lin", "frozen 2w(T)")
+        for i in range(len(res.times)):
+            table.add_row(f"{t['t'][i]:g}", f"{t['f_net_closed'][i]:.8f}", f"{abs(t['f_net_closed'][i] - t['f_net_int'][i]):.1e}",
+                          f"{t['f_lin_closed'][i]:.8f}", f"{abs(t['f_lin_closed'][i] - t['f_lin_int'][i]):.1e}",
+                          f"{t['kernel_net_closed'][i]:.6f}", f"{abs(t['kernel_net_closed'][i] - t['kernel_net_int'][i]):.1e}",
+                          f"{t['dist_net_closed'][i]:.6f}", f"{t['dist_lin_closed'][i]:.6f}", f"{t['ctrl_frozen_final_f'][i]:.6f}")
+        out.print(table)
+        out.print(_ntk_checks_table(res.checks))
+        out.print(f"two-mode decay: residual modes e^(-t) and e^(-0.01 t) at t = {t['t'][-1]:g}: "
+                  f"{t['mode1_closed'][-1]:.3e} and {t['mode2_closed'][-1]:.4f}")
+        out.print(f"wrote {out_dir / 'scalar.csv'}, {out_dir / 'scalar.png'}")
+    if not res.ok:
+        click.get_current_context().exit(1)
+
+
+@ntk.command("arm")
+@click.option("--arm", "arm_name", required=True, help="Arm name, e.g. yat-trained (plugins included).")
+@click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), required=True, help="Units m.")
+@click.option("--probe", type=click.IntRange(min=1, max=1024), default=256, show_default=True, help="First N test images for the NTK.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+              help="AdamW rate [default: the middle of the arm's bracketing grid].")
+@click.option("--epochs", type=click.IntRange(min=1, max=1000), default=3, show_default=True)
+@click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True)
+@click.option("--method", type=click.Choice(["auto", "structured", "jacobian", "rows"]), default="auto", show_default=True,
+              help="NTK contraction (docs/ntk.md).")
+@click.option("--memory-mib", type=click.IntRange(min=1, max=1 << 20), default=256, show_default=True,
+              help="Largest Jacobian-sized intermediate allowed.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output directory [default: $LAZYLAB_OUT/ntk or ./out/ntk].")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@data_options
+def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory_mib, out_dir, as_json, data_dir, cache_dir):
+    """Empirical NTK of an arm on a probe slice: drift, disagreement with the linearization, movement."""
+    from lazylab.arms import get_arm
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.ntk import run_arm
+    from lazylab.render.ntk import arm_png
+
+    arm = get_arm(arm_name.strip())
+    out_dir = _ntk_out(out_dir)
+    ws = Workspace(data_dir, cache_dir)
+    with _progress() as progress:
+        task = progress.add_task("ntk arm", total=None)
+        record, arrays = run_arm(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,
+                                 method=method, limit_bytes=memory_mib * 2**20,
+                                 progress=lambda s: progress.update(task, description=s))
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    stem = f"arm-{arm.name}-m{width}-p{probe}"
+    (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1))
+    arm_png(record, arrays, out_dir / f"{stem}.png")
+    if as_json:
+        click.echo(json.dumps(record, indent=1))
+        return
+    r, k = record, record["ntk"]
+    out.print(f"{arm.name} m = {width}: {epochs} epochs of AdamW lr {r['lr']:g} on {r['train_size']} images, seed {seed}; "
+              f"NTK on the first {probe} test images over {k['n_params']:,} trained parameters")
+    out.print(f"NTK: {k['method']} ({k['notes']}); a full Jacobian would be {k['jacobian_mib']:.0f} MiB; "
+              f"{k['seconds'][0]:.1f} s + {k['seconds'][1]:.1f} s")
+    out.print(f"NTK drift ||Θ_T - Θ_0||_F / ||Θ_0||_F: {r['drift']:.4g} (class trace: {r['drift_trace']:.4g}); "
+              f"||Θ_0||_F {r['kernel_init']['fro']:.4g} -> ||Θ_T||_F {r['kernel_final']['fro']:.4g}")
+    out.print(f"kernel symmetric (max asym {max(r['kernel_init']['asym'], r['kernel_final']['asym']):.1e}), "
+              f"min/max eigenvalue {r['kernel_init']['min_over_max']:.1e} (init), {r['kernel_final']['min_over_max']:.1e} (final)")
+    out.print(f"network vs linearization on the probe: RMS logit gap {r['disagreement_rms']:.4g} "
+              f"({r['disagreement_rel']:.3g} of the network's own logit change, RMS {r['logit_move_rms']:.4g}); "
+              f"argmax agreement {r['argmax_agreement']:.1f}%")
+    out.print(f"test accuracy: network {r['acc_net']:.2f}%, linearization {r['acc_lin']:.2f}%")
+    out.print(f"movement ||θ_T - θ_0|| / ||θ_0||: network {r['move_net']:.4f}, linearization {r['move_lin']:.4f}; "
+              f"prototypes w_move_rel {r['prototypes']['w_move_rel']:.4f}")
+    out.print(("from the memo" if r.get("cached") else f"computed in {r['seconds']:.1f} s") +
+              f"; wrote {out_dir / (stem + '.png')}, {out_dir / (stem + '.json')}")
+
+
 # --------------------------------------------------------------------- main
+_interrupted = False  # set by the SIGINT handler that ``main`` installs
+
+
+def _on_sigint(signum, frame):
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _check_interrupt() -> None:
+    """Raise KeyboardInterrupt again if one was swallowed (Python drops an exception raised in a finalizer)."""
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
 def main(argv=None) -> None:
-    """Console entry point: one-line errors (exit 2), interrupts (exit 130)."""
+    """Console entry point: one-line errors (exit 2), interrupts (exit 130), bugs (one line, exit 1).
+
+    ``argv`` None means the real console script: after an interrupt it leaves with ``os._exit``,
+    since tearing the interpreter down under a compile still running in native threads can crash.
+    """
+    import signal
+    import threading
+
+    global _interrupted
+    _interrupted = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv) -> None:
+    ProgressReporter.latest = None
     try:
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -272,13 +1018,36 @@ def main(argv=None) -> None:
         sys.exit(0)
     except click.ClickException as exc:
         click.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
     except LazylabError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
+    except (KeyboardInterrupt, click.exceptions.Abort) as exc:
+        # click turns a ^C inside a command into Abort (from KeyboardInterrupt); a bare Abort is
+        # a confirmation answered no, or with no terminal to answer it.
+        if isinstance(exc, click.exceptions.Abort) and not isinstance(exc.__cause__, KeyboardInterrupt):
+            click.echo("aborted: nothing was changed", err=True)
+            sys.exit(1)
+        rep = ProgressReporter.latest
+        if rep is None:
+            click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
+        else:
+            click.echo(f"interrupted: {rep.computed + rep.cached} runs kept in the memo ({rep.computed} computed now, "
+                       f"{rep.cached} already there); run the same command to resume", err=True)
+        if argv is None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         sys.exit(130)
+    except Exception as exc:  # a bug: still one line, and exit 1 (not 2) so that it shows
+        if os.environ.get("LAZYLAB_DEBUG"):
+            raise
+        msg = " ".join(str(exc).split())
+        if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in msg:
+            click.echo(f"error: out of memory ({type(exc).__name__}); try smaller --widths or --train-size", err=True)
+            sys.exit(2)
+        click.echo(f"error: internal error: {type(exc).__name__}: {msg} (set LAZYLAB_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
