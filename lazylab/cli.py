@@ -534,10 +534,14 @@ def _progress():
     return Progress(*columns, console=err, transient=True)
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def _write_results(out_dir: Path, stem: str, result, info) -> None:
+    """``<stem>.json`` (the result and its GIF's facts) and ``<stem>.csv`` (``result.rows()``) in ``out_dir``."""
     import csv
 
-    with open(path, "w", newline="") as fh:
+    gif = {"path": str(info.path), "frames": info.frames, "bytes": info.bytes, "size": list(info.size), "dpi": info.dpi}
+    (out_dir / f"{stem}.json").write_text(json.dumps({**result.to_json(), "gif": gif}, indent=1))
+    rows = result.rows()
+    with open(out_dir / f"{stem}.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -590,10 +594,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
         progress.remove_task(task)
     for line in ws.memo.problems:
         click.echo(line, err=True)
-    payload = {**result.to_json(), "gif": {"path": str(info.path), "frames": info.frames, "bytes": info.bytes,
-                                           "size": list(info.size), "dpi": info.dpi}}
-    (out_dir / "gram.json").write_text(json.dumps(payload, indent=1))
-    _write_csv(out_dir / "gram.csv", result.rows())
+    _write_results(out_dir, "gram", result, info)
     names = ", ".join(CLASS_NAMES[c] for c in cfg.classes)
     ref = (f"every one of the {cfg.ref_units:,} training images" if arm.init == "data" else
            f"{cfg.ref_units:,} units ({cfg.ref_units // cfg.max_units} independent {cfg.max_units}-wide banks)")
@@ -664,10 +665,7 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
         progress.remove_task(task)
     for line in ws.memo.problems:
         click.echo(line, err=True)
-    payload = {**result.to_json(), "gif": {"path": str(info.path), "frames": info.frames, "bytes": info.bytes,
-                                           "size": list(info.size), "dpi": info.dpi}}
-    (out_dir / "readout.json").write_text(json.dumps(payload, indent=1))
-    _write_csv(out_dir / "readout.csv", result.rows())
+    _write_results(out_dir, "readout", result, info)
     out.print(f"readout: {arm.name} ({arm.plugin}), nnx.Linear(m, 10) by full-batch Adam lr {lr:g}, {steps} steps "
               f"on {train_size:,} training images; test accuracy (%) on the full test set every {eval_every} steps")
     table = Table("width m", "step 0", "final", "best (step)", "source")

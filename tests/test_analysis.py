@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lazylab import analysis as an
-from lazylab.cli import main
+from cli_helpers import run
 
 WIDTHS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 
@@ -208,12 +208,6 @@ def test_figures_are_written_and_non_empty(tmp_path, with_trained):
 
 
 # ---------------------------------------------------------- the command line
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
 
 def test_ladder_writes_analysis_csv_figures_and_report_reprints_from_the_memo(capsys, memo_dir, tmp_path):
     out_json, figs = tmp_path / "l.json", tmp_path / "figs"

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 
 import pytest
 
 from lazylab import data
-from lazylab.cli import main
+from cli_helpers import run, assert_one_line_error
 
 TINY = ["--train-size", "2048", "--epochs", "2", "--lr", "0.1", "--seeds", "0"]
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
-
-def assert_one_line_error(code, err, *needles):
-    assert code == 2, err
-    lines = [l for l in err.strip().splitlines() if l.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_unknown_arm_names_the_available_ones(capsys, memo_dir):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 import click
 import pytest

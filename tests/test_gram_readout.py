@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from lazylab.arms import get_arm
-from lazylab.cli import main
 from lazylab.errors import LazylabError
 from lazylab.experiments import Workspace
 from lazylab.experiments.gram import (
@@ -25,25 +24,12 @@ from lazylab.experiments.gram import (
     select_images,
 )
 from lazylab.experiments.readout import readout_configs, run_readout
-from lazylab.render.gifs import MAX_BYTES, read_gif
+from lazylab.render.canvas import MAX_GIF_BYTES, read_gif
+from cli_helpers import run, assert_one_line_error
 
 SMALL_GRAM = dict(max_units=128, frames=8, ref_units=128 * 16, per_class=6)
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
-
-def assert_one_line_error(code, err, *needles):
-    assert code == 2, err
-    lines = [l for l in err.strip().splitlines() if l.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # ------------------------------------------------------------ pure algebra
@@ -149,7 +135,7 @@ def test_gram_on_real_images_crystallizes_and_second_invocation_reuses_the_memo(
     assert "everything from the memo" in out and "distance-to-reference slope" in out
     gif = read_gif(out_dir / "gram.gif")
     assert gif["frames"] == 8  # one per width
-    assert len(gif["sizes"]) == 1 and gif["bytes"] <= MAX_BYTES and gif["loop"] == 0
+    assert len(gif["sizes"]) == 1 and gif["bytes"] <= MAX_GIF_BYTES and gif["loop"] == 0
     payload = json.loads((out_dir / "gram.json").read_text())
     assert payload["widths"] == first.widths.tolist() and payload["gif"]["frames"] == 8
     assert payload["fit"]["slope"] == pytest.approx(first.fit["slope"])
@@ -214,7 +200,7 @@ def test_readout_on_real_images_and_second_invocation_reuses_the_memo(capsys, me
     assert code == 0, out
     assert "everything from the memo" in out and f"{c64.final_acc:.2f}" in out
     gif = read_gif(out_dir / "readout.gif")
-    assert gif["frames"] == 5 and len(gif["sizes"]) == 1 and gif["bytes"] <= MAX_BYTES and gif["loop"] == 0
+    assert gif["frames"] == 5 and len(gif["sizes"]) == 1 and gif["bytes"] <= MAX_GIF_BYTES and gif["loop"] == 0
     payload = json.loads((out_dir / "readout.json").read_text())
     assert [c["config"]["width"] for c in payload["curves"]] == [8, 64]
     assert len(list(csv.DictReader(open(out_dir / "readout.csv")))) == 5

@@ -18,16 +18,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from lazylab.cli import main
 from lazylab.ntk import kernels, lab, scalar
 from lazylab.ntk.audit import run_audit
+from cli_helpers import run
 
-
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
 
 
 # ------------------------------------------------------------------ scalar

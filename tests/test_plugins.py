@@ -20,17 +20,12 @@ import pytest
 
 from lazylab.arms import registry, reset_registry
 from lazylab.cli import main
+from cli_helpers import run
 
 TINY = ["--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 RFF_VERSION = distribution("lazylab-rff").version
 ACCEPTANCE = ["ladder", "--arms", "rff-frozen,relu-frozen", "--widths", "64,512", "--seeds", "0"]
 
-
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
 
 
 def one_line(err: str) -> str:

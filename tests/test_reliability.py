@@ -33,6 +33,7 @@ from lazylab import data
 from lazylab.cache import Memo
 from lazylab.cli import main
 from lazylab.config import CACHE_SCHEMA, RunConfig
+from cli_helpers import run, assert_one_line_error, lines
 
 pytestmark = pytest.mark.skipif(
     not all((data.DEBIAN_DIR / n).is_file() for n in data.FILES.values()),
@@ -61,27 +62,7 @@ def _outputs_in_tmp(tmp_path_factory):
         yield
 
 
-def run(capsys, *argv):
-    """``lazylab argv`` in this process: (exit status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
 
-
-def lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def assert_one_line_error(code, err, *needles):
-    assert code == 2, err
-    assert "Traceback" not in err
-    found = lines(err)
-    assert len(found) == 1, err
-    assert found[0].startswith("error: "), found[0]
-    for needle in needles:
-        assert needle in found[0], (needle, found[0])
-    return found[0]
 
 
 def spawn(tmp_path: Path, *argv, file_size_limit: int | None = None) -> subprocess.Popen:

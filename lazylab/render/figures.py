@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lazylab.render.canvas import figure
+
 # SPEC section 6: external constants from earlier work in the same series (test accuracy, %).
 REFERENCE_RUNGS = (
     (79.0, "Yat head on raw pixels"),
@@ -38,15 +40,6 @@ REFERENCE_RUNGS = (
     (85.7, "trained CNN backbone's head"),
 )
 FORMATS = ("png", "svg")
-
-
-def _figure(size=(8.6, 4.8)):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size, dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _save(fig, directory: Path, stem: str) -> list[Path]:
@@ -96,7 +89,7 @@ def accuracy_figure(payload: dict, directory: str | Path, stem: str = "accuracy"
     widths = [int(w) for w in payload["plan"]["widths"]]
     names = [a["arm"] for a in payload["arms"]]
     colour = _colours(names)
-    fig = _figure()
+    fig = figure((8.6, 4.8), 110, layout="constrained")
     ax = fig.add_subplot()
     lows, highs = [], []
     for a in payload["arms"]:
@@ -148,7 +141,7 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
     laws = analysis.get("movement_law") or {}
     widths = [int(w) for w in payload["plan"]["widths"]]
     colour = _colours(list(movement) or ["-"])
-    fig = _figure()
+    fig = figure((8.6, 4.8), 110, layout="constrained")
     ax = fig.add_subplot()
     logs = []
     for arm, per in movement.items():

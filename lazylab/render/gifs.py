@@ -4,7 +4,7 @@ Frames are drawn with matplotlib on an Agg canvas (a fixed figure size and
 dpi, no tight bounding box, so every frame has the same pixel size) and
 written with imageio's Pillow plugin: looping forever (``loop=0``), a fixed
 per-frame duration, and a longer hold on the last frame. A GIF larger than
-``MAX_BYTES`` (5 MB) is re-rendered at a lower dpi until it fits.
+``MAX_GIF_BYTES`` (5 MB) is re-rendered at a lower dpi until it fits.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
+from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
 
-MAX_BYTES = 5 * 1024 * 1024
-DPIS = (100, 80, 64, 50)  # tried in turn until the file fits in MAX_BYTES
+DPIS = (100, 80, 64, 50)  # tried in turn until the file fits in MAX_GIF_BYTES
 GREEN, ORANGE = "#1a9850", "#f46d43"
 
 
@@ -34,57 +34,8 @@ class GifInfo:
     dpi: int
 
 
-def _figure(figsize, dpi):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, dpi=dpi)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _grab(fig) -> np.ndarray:
-    fig.canvas.draw()
-    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-
-
-def write_gif(frames: list[np.ndarray], path: Path, durations_ms: list[int]) -> int:
-    """Write RGB frames ``(h, w, 3)`` uint8 as a looping GIF; returns its size in bytes.
-
-    Raises: ValueError if the frames differ in shape or the durations do not match them.
-    """
-    import imageio.v3 as iio
-
-    shapes = {f.shape for f in frames}
-    if len(shapes) != 1:
-        raise ValueError(f"frames differ in size: {sorted(shapes)}")
-    if len(durations_ms) != len(frames):
-        raise ValueError("one duration per frame is required")
-    path = Path(path)
-    durations = [int(d) for d in durations_ms]
-    iio.imwrite(path, np.stack(frames), extension=".gif", plugin="pillow",
-                duration=durations if len(durations) > 1 else durations[0], loop=0)  # Pillow wants an int for one frame
-    return path.stat().st_size
-
-
-def read_gif(path: Path) -> dict:
-    """``{"frames", "sizes" (set of (w, h)), "durations" (ms), "loop", "bytes"}`` of a GIF on disk."""
-    from PIL import Image
-
-    path = Path(path)
-    sizes, durations = set(), []
-    with Image.open(path) as im:
-        loop = im.info.get("loop")
-        for i in range(im.n_frames):
-            im.seek(i)
-            sizes.add(im.size)
-            durations.append(im.info.get("duration"))
-        frames = im.n_frames
-    return {"frames": frames, "sizes": sizes, "durations": durations, "loop": loop, "bytes": path.stat().st_size}
-
-
 def _within_budget(draw: Callable[[int], tuple[list[np.ndarray], list[int]]], path: Path,
-                   max_bytes: int = MAX_BYTES, dpis=DPIS) -> GifInfo:
+                   max_bytes: int = MAX_GIF_BYTES, dpis=DPIS) -> GifInfo:
     for dpi in dpis:
         frames, durations = draw(dpi)
         size = write_gif(frames, path, durations)
@@ -95,7 +46,7 @@ def _within_budget(draw: Callable[[int], tuple[list[np.ndarray], list[int]]], pa
 
 
 # -------------------------------------------------------------------- gram
-def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, max_bytes: int = MAX_BYTES) -> GifInfo:
+def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, max_bytes: int = MAX_GIF_BYTES) -> GifInfo:
     """The Gram crystallization: one frame per bank width.
 
     Left: the normalised Gram heatmap of the images (class separators, class
@@ -118,7 +69,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
     fit = result.fit
 
     def draw(dpi):
-        fig = _figure((10.0, 4.8), dpi)
+        fig = figure((10.0, 4.8), dpi)
         gs = fig.add_gridspec(2, 2, width_ratios=(1.0, 1.1), left=0.12, right=0.97, top=0.86, bottom=0.11,
                               wspace=0.32, hspace=0.55)
         ax = fig.add_subplot(gs[:, 0])
@@ -182,7 +133,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
             dline.set_data(widths[: i + 1], np.where(dist[: i + 1] > 0, dist[: i + 1], np.nan))
             rline.set_data(widths[: i + 1], np.where(raw[: i + 1] > 0, raw[: i + 1], np.nan))
             cline.set_data(widths[: i + 1], contrast[: i + 1])
-            frames.append(_grab(fig))
+            frames.append(grab(fig))
         durations = [frame_ms] * (len(frames) - 1) + [hold_ms]
         return frames, durations
 
@@ -190,7 +141,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
 
 
 # ----------------------------------------------------------------- readout
-def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, max_bytes: int = MAX_BYTES) -> GifInfo:
+def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, max_bytes: int = MAX_GIF_BYTES) -> GifInfo:
     """The readout race: one frame per evaluation point.
 
     Left: test accuracy (%) against optimisation step for every width, drawn
@@ -216,7 +167,7 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
     arm = curves[0].config["arm"]
 
     def draw(dpi):
-        fig = _figure((10.0, 4.8), dpi)
+        fig = figure((10.0, 4.8), dpi)
         gs = fig.add_gridspec(rows, cols + 3, left=0.07, right=0.99, top=0.85, bottom=0.11, wspace=0.15, hspace=0.45)
         ax = fig.add_subplot(gs[:, :3])
         ax.set_xlim(0, steps[-1] * 1.02 if steps[-1] else 1)
@@ -261,7 +212,7 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
                     sp.set_edgecolor(color)
                 title.set_text(CLASS_NAMES[int(verdict_preds[i, j])])
                 title.set_color(color)
-            frames.append(_grab(fig))
+            frames.append(grab(fig))
         durations = [frame_ms] * (len(frames) - 1) + [hold_ms]
         return frames, durations
 

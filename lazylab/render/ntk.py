@@ -4,7 +4,7 @@ its width sweep, the scalar model, and an arm's probe kernels.
 matplotlib's object API on the Agg canvas (no pyplot, no global backend
 switch). GIF frames come from one figure of fixed size and dpi with no tight
 bounding box, so every frame has the same pixel size; the GIF loops forever
-and is re-drawn at a lower dpi until it is at most ``MAX_BYTES`` (5 MB).
+and is re-drawn at a lower dpi until it is at most ``MAX_GIF_BYTES`` (5 MB).
 """
 
 from __future__ import annotations
@@ -14,33 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from lazylab.errors import LazylabError
+from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
 
-MAX_BYTES = 5 * 1024 * 1024
 DPIS = (90, 72, 56, 44)
 NET, LIN, DATA = "tab:blue", "tab:orange", "0.25"
-
-
-def _figure(figsize, dpi=100):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, dpi=dpi)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _grab(fig) -> np.ndarray:
-    fig.canvas.draw()
-    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-
-
-def _write_gif(frames, path: Path, durations) -> int:
-    import imageio.v3 as iio
-
-    if len({f.shape for f in frames}) != 1:
-        raise ValueError("GIF frames differ in size")
-    iio.imwrite(path, np.stack(frames), extension=".gif", plugin="pillow", duration=[int(d) for d in durations], loop=0)
-    return Path(path).stat().st_size
 
 
 # ------------------------------------------------------------------ the lab
@@ -100,25 +77,25 @@ def _lab_axes(fig, res):
 
 def lab_png(res, path: Path, dpi: int = 110) -> Path:
     """The lab's final state (all three panels at step T) as a PNG."""
-    fig = _figure((11.0, 4.8), dpi)
+    fig = figure((11.0, 4.8), dpi)
     update = _lab_axes(fig, res)
     update(len(res.snap_steps) - 1)
     fig.savefig(path, dpi=dpi)
     return Path(path)
 
 
-def lab_gif(res, path: Path, frame_ms: int = 110, hold_ms: int = 2500, max_bytes: int = MAX_BYTES) -> dict:
+def lab_gif(res, path: Path, frame_ms: int = 110, hold_ms: int = 2500, max_bytes: int = MAX_GIF_BYTES) -> dict:
     """The lab drawn through training, one frame per snapshot step. Returns ``{"path", "frames", "bytes", "size", "dpi"}``."""
     size = None
     for dpi in DPIS:
-        fig = _figure((11.0, 4.8), dpi)
+        fig = figure((11.0, 4.8), dpi)
         update = _lab_axes(fig, res)
         frames = []
         for k in range(len(res.snap_steps)):
             update(k)
-            frames.append(_grab(fig))
+            frames.append(grab(fig))
         durations = [frame_ms] * (len(frames) - 1) + [hold_ms]
-        size = _write_gif(frames, Path(path), durations)
+        size = write_gif(frames, Path(path), durations)
         if size <= max_bytes:
             h, w = frames[0].shape[:2]
             return {"path": Path(path), "frames": len(frames), "bytes": size, "size": (w, h), "dpi": dpi}
@@ -127,7 +104,7 @@ def lab_gif(res, path: Path, frame_ms: int = 110, hold_ms: int = 2500, max_bytes
 
 def sweep_png(sw, path: Path, dpi: int = 110) -> Path:
     """Drift and disagreement against width (log-log) with their fitted slopes and m^-1/2, m^-1 guides."""
-    fig = _figure((10.0, 4.2), dpi)
+    fig = figure((10.0, 4.2), dpi)
     w = np.array(sw.widths, float)
     for i, (key, label) in enumerate((("drift", "NTK drift on training inputs"),
                                       ("disagreement", "RMS |f_net \u2212 f_lin| on the test grid"))):
@@ -160,7 +137,7 @@ def scalar_png(res, path: Path, dpi: int = 110) -> Path:
     w0, T = res.w0, float(res.times[-1])
     tt = np.concatenate([[0.0], np.geomspace(min(1e-2, T), T, 400)]) if T > 0 else np.array([0.0])
     tab = res.table
-    fig = _figure((11.0, 7.0), dpi)
+    fig = figure((11.0, 7.0), dpi)
     axs = fig.subplots(2, 2)
     ax = axs[0, 0]
     ax.plot(tt, sc.w_closed(tt, w0), color=NET, label="network w(t) (closed form)")
@@ -215,7 +192,7 @@ def arm_png(record: dict, arrays: dict, path: Path, dpi: int = 110) -> Path:
     if labels is not None and len(labels) == len(K0):
         order = np.argsort(np.asarray(labels), kind="stable")
         K0, KT = K0[np.ix_(order, order)], KT[np.ix_(order, order)]
-    fig = _figure((12.5, 4.2), dpi)
+    fig = figure((12.5, 4.2), dpi)
     axs = fig.subplots(1, 3)
     D = KT - K0
     lim = max(np.abs(D).max(), 1e-30)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
+
 PROTOTYPES_GIF = "trajectory_prototypes.gif"
 PROTOTYPES_PNG = "trajectory_prototypes.png"
 CURVES_GIF = "trajectory_curves.gif"
@@ -30,38 +32,7 @@ COLUMNS = 8  # prototypes shown per arm
 FRAME_MS = 400  # per epoch
 LAST_FRAME_MS = 2500  # the last frame lingers before the loop restarts
 DPI = 100
-MAX_GIF_BYTES = 5 * 2**20
 CMAP = "RdBu_r"
-
-
-def _figure(width_in: float, height_in: float):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _grab(fig) -> np.ndarray:
-    """The figure as an RGB uint8 array ``(h, w, 3)``."""
-    fig.canvas.draw()
-    return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
-
-
-def write_gif(path: Path, frames: list[np.ndarray], frame_ms: int = FRAME_MS, last_ms: int = LAST_FRAME_MS) -> int:
-    """Write ``frames`` (equal-sized RGB uint8) as a GIF that loops forever; returns its size in bytes."""
-    import imageio.v3 as iio
-
-    shapes = {f.shape for f in frames}
-    if len(shapes) != 1:
-        raise ValueError(f"GIF frames differ in size: {sorted(shapes)}")
-    durations = [frame_ms] * (len(frames) - 1) + [last_ms]
-    iio.imwrite(path, np.stack(frames), extension=".gif", duration=durations, loop=0)
-    return path.stat().st_size
 
 
 def colour_scale(arrays: list[np.ndarray]) -> float:
@@ -93,7 +64,7 @@ def prototype_frames(result) -> tuple[list[np.ndarray], float]:
     label_w, cell, bar_w, top, bottom = 2.3, 0.95, 1.0, 0.75, 0.2
     W_in = label_w + cols * cell + bar_w
     H_in = top + len(rows) * cell + bottom
-    fig = _figure(W_in, H_in)
+    fig = figure((W_in, H_in), DPI)
     counter = fig.text(0.5, 1 - 0.28 / H_in, "", ha="center", va="center", fontsize=13, weight="bold")
     fig.text(0.5, 1 - 0.58 / H_in, f"first {cols} prototypes per arm, m = {result.plan['width']}",
              ha="center", va="center", fontsize=9, color="0.3")
@@ -122,7 +93,7 @@ def prototype_frames(result) -> tuple[list[np.ndarray], float]:
             for c, im in enumerate(row_imgs):
                 im.set_data(arm.snapshots[tt, c].reshape(side, side))
             txt.set_text(f"median travel {arm.record['travel_median'][tt]:.3f}")
-        frames.append(_grab(fig))
+        frames.append(grab(fig))
     return frames, v
 
 
@@ -135,7 +106,7 @@ def curve_frames(result) -> list[np.ndarray]:
         return []
     n_frames = max(len(a.record["epochs"]) for a in arms)
     epochs_total = result.plan["epochs"]
-    fig = _figure(11.0, 4.4)
+    fig = figure((11.0, 4.4), DPI)
     ax_t = fig.add_axes((0.065, 0.13, 0.40, 0.70))
     ax_a = fig.add_axes((0.57, 0.13, 0.40, 0.70))
     counter = fig.text(0.5, 0.95, "", ha="center", va="center", fontsize=13, weight="bold")
@@ -179,7 +150,7 @@ def curve_frames(result) -> list[np.ndarray]:
             # Accuracy from epoch 1: epoch 0 is the untrained model at chance (stored in the record).
             la.set_data(ep[1:], a.record["accuracy"][1 : tt + 1])
             ma.set_data(ep[-1:] if tt else [], a.record["accuracy"][tt : tt + 1] if tt else [])
-        frames.append(_grab(fig))
+        frames.append(grab(fig))
     return frames
 
 
@@ -202,7 +173,7 @@ def render_trajectory(result, out_dir: str | Path) -> dict:
     files, notes = {}, []
 
     def emit(gif_name, png_name, frames):
-        size = write_gif(out / gif_name, frames)
+        size = write_gif(frames, out / gif_name, [FRAME_MS] * (len(frames) - 1) + [LAST_FRAME_MS])
         if size > MAX_GIF_BYTES:
             raise LazylabError(f"{out / gif_name} is {size / 2**20:.1f} MB, over the 5 MB limit")
         iio.imwrite(out / png_name, frames[-1])

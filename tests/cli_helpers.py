@@ -1,0 +1,31 @@
+"""Driving ``lazylab`` in-process from tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazylab.cli import main
+
+
+def run(capsys, *argv):
+    """``lazylab argv`` in this process: (exit status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def assert_one_line_error(code, err, *needles) -> str:
+    """Exit status 2 and exactly one ``error: ...`` line on stderr containing every needle."""
+    assert code == 2, err
+    assert "Traceback" not in err
+    found = lines(err)
+    assert len(found) == 1, err
+    assert found[0].startswith("error: "), found[0]
+    for needle in needles:
+        assert needle in found[0], (needle, found[0])
+    return found[0]
