@@ -33,7 +33,8 @@ class FitResult:
       curve: test accuracy (%) after each completed epoch.
       train_loss: mean training loss per completed epoch.
       diverged: ``None``, or ``{"epoch", "step", "loss"}`` of the first
-        non-finite training loss (1-based epoch, 0-based global step).
+        non-finite training loss (1-based epoch, 0-based global step; the loss
+        as text, ``"nan"`` or ``"inf"``, since strict JSON has no such numbers).
       trainable: the final trainable state (an ``nnx.State``).
     """
 
@@ -151,7 +152,7 @@ def fit(
         bad = np.flatnonzero(~np.isfinite(losses))
         if bad.size:
             step = int(bad[0])
-            result.diverged = {"epoch": epoch + 1, "step": epoch * len(losses) + step, "loss": float(losses[step])}
+            result.diverged = {"epoch": epoch + 1, "step": epoch * len(losses) + step, "loss": str(float(losses[step]))}
             break
         result.train_loss.append(float(losses.mean()))
         result.curve.append(accuracy(graphdef, trainable, rest, x_test, y_test))

@@ -120,5 +120,5 @@ def test_non_finite_loss_is_recorded_as_diverged(fmnist):
     model = build_model(get_arm("gaussian-trained"), 16, seed=0, x_train=xtr)
     res = fit(model, xtr, ytr, xte, yte, lr=1e3, epochs=3, batch=256, seed=0)
     assert res.diverged is not None
-    assert not np.isfinite(res.diverged["loss"])
+    assert not np.isfinite(float(res.diverged["loss"]))
     assert res.best_acc is None and res.final_acc is None

@@ -390,7 +390,7 @@ def test_diverging_rate_is_recorded_and_shown(tmp_path, capsys):
     (record,) = json.loads(out_json.read_text())["runs"]
     div = record["diverged"]
     assert set(div) == {"epoch", "step", "loss"}
-    assert div["epoch"] >= 1 and div["step"] >= 0 and not math.isfinite(div["loss"])
+    assert div["epoch"] >= 1 and div["step"] >= 0 and not math.isfinite(float(div["loss"]))
     assert record["best_acc"] is None and record["final_acc"] is None
 
 
