@@ -970,6 +970,120 @@ def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory
               f"; wrote {out_dir / (stem + '.png')}, {out_dir / (stem + '.json')}")
 
 
+# ------------------------------------------------------------------- render
+def _render_progress(progress):
+    """A ``progress(stage, done, total)`` callback: one rich task per running stage, removed when it completes."""
+    tasks = {}
+
+    def tick(stage, done, total):
+        _check_interrupt()
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done, total=total)
+        if total and done >= total:
+            progress.remove_task(tasks.pop(stage))
+
+    return tick
+
+
+def _render_options(f):
+    f = data_options(f)
+    f = click.option("--redraw", is_flag=True, help="Redraw pictures that are up to date (from the memo; nothing is recomputed).")(f)
+    f = click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+                     help="Folder for every picture, manifest.json and report.html [default: $LAZYLAB_OUT/render or out/render].")(f)
+    return f
+
+
+_preset_option = click.option(
+    "--preset", type=click.Choice(["auto", "quick", "paper"]), default="auto", show_default=True,
+    help="Which ladder the figures show: auto = the paper preset if all its runs are in the memo, else the quick "
+         "preset (its missing runs are computed, about 70 s on two cores).")
+
+
+def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto"):
+    """Run ``stages`` (names of ``Renderer`` methods) and print what each job did."""
+    import time
+
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.render import DEFAULT_SETTINGS
+    from lazylab.render.report import Renderer, prepare_out
+
+    t0 = time.perf_counter()
+    out_dir = prepare_out(out_dir or default_out() / "render")
+    ws = Workspace(data_dir, cache_dir)
+    entries, page = [], None
+    with _progress() as progress:
+        renderer = Renderer(ws, out_dir, DEFAULT_SETTINGS.with_ladder(preset), _render_progress(progress), redraw=redraw)
+        for stage in stages:
+            if stage == "report":
+                page, more = renderer.report()
+            else:
+                more = getattr(renderer, stage)()
+            seen = {e["name"] for e in entries}
+            entries += [e for e in more if e["name"] not in seen]
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    table = Table("job", "file", "frames", "pixels", "size", "status")
+    for e in entries:
+        files = [(n, f) for n, f in e["files"].items() if not n.endswith(".png") or not e["name"].startswith("trajectory") or
+                 e["name"] == "trajectory_finals"] or [("-", None)]
+        for i, (name, f) in enumerate(files):
+            size = "-" if f is None else (f"{f['bytes'] / 2**20:.2f} MB" if f["bytes"] >= 2**20 else f"{f['bytes'] / 1024:.0f} KB")
+            table.add_row(e["name"] if i == 0 else "", name, str(f.get("frames", "")) if f else "",
+                          "x".join(map(str, f["size"])) if f and "size" in f else "", size, e["status"] if i == 0 else "")
+    out.print(table)
+    for e in entries:
+        if e["name"] == "ladder" and e["spec"].get("note"):
+            out.print(f"ladder: {e['spec']['name']} ({e['spec']['note']})")
+        if e["name"] == "trajectory":
+            rates = ", ".join(f"{r['arm']} {r['lr']:g} ({r['source']})" for r in e["spec"]["arms"])
+            out.print(f"trajectory rates: {rates}")
+    computed = [e for e in entries if e["computed"]]
+    fresh = sum(1 for e in entries if e["status"] == "up to date")
+    out.print(f"{len(entries)} jobs: {len(computed)} computed something, {len(entries) - len(computed) - fresh} drawn from "
+              f"the memo, {fresh} up to date; memo {ws.memo.directory}; {time.perf_counter() - t0:.1f} s")
+    if page is not None:
+        out.print(f"wrote {page}")
+    else:
+        out.print(f"wrote to {out_dir}")
+
+
+@cli.group()
+def render():
+    """Every picture from the memo (computing what is missing), and one results page. See docs/render.md."""
+
+
+@render.command("gifs")
+@_render_options
+def render_gifs(out_dir, redraw, data_dir, cache_dir):
+    """Gram crystallization, readout race, prototype travel, trajectory curves and the NTK lab as looping GIFs."""
+    _render(("gifs",), out_dir, redraw, data_dir, cache_dir)
+
+
+@render.command("figures")
+@_preset_option
+@_render_options
+def render_figures(preset, out_dir, redraw, data_dir, cache_dir):
+    """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
+    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset)
+
+
+@render.command("report")
+@_preset_option
+@_render_options
+def render_report(preset, out_dir, redraw, data_dir, cache_dir):
+    """report.html: every GIF and figure, the ladder table with fits and gaps, the NTK audit, configs and versions."""
+    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset)
+
+
+@render.command("all")
+@_preset_option
+@_render_options
+def render_all(preset, out_dir, redraw, data_dir, cache_dir):
+    """Run gifs, then figures, then report (each picture drawn at most once)."""
+    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset)
+
+
 # --------------------------------------------------------------------- main
 _interrupted = False  # set by the SIGINT handler that ``main`` installs
 

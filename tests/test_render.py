@@ -1,0 +1,278 @@
+"""``lazylab render``: GIF limits, the manifest that makes a second run free, --out errors,
+and the report page in a real headless browser (Debian's chromium driven by chromedriver).
+
+Everything runs on real Fashion-MNIST with tiny settings (a 40-unit Gram, 2-epoch
+trajectories on 1,024 images, a 2-width ladder) so the module takes well under a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_helpers import assert_one_line_error, run
+from lazylab.experiments import Workspace, json_config
+from lazylab.experiments import render as xr
+from lazylab.render.canvas import MAX_GIF_BYTES, read_gif
+from lazylab.render.report import FIGURE_JOBS, GIF_JOBS, MANIFEST, REPORT, Renderer
+
+TINY = xr.RenderSettings(
+    gram=xr.GramSettings(max_units=40, frames=6, ref_units=160),
+    readout=xr.ReadoutSettings(widths=(8, 32), train_size=1000, steps=20, eval_every=5),
+    trajectory=xr.TrajectorySettings(arms=("yat-trained", "yat-data-trained"), width=16, epochs=2, snapshots=4,
+                                     train_size=1024),
+    ntk=xr.NtkSettings(width=8, steps=60, frames=8, sweep_widths=(4, 8, 16), sweep_seeds=(0,), times=(0.0, 1.0, 2.0)),
+    ladder=xr.LadderSettings.explicit(arms=["yat-frozen", "relu-frozen", "yat-trained"], widths=[8, 16], seeds=[0],
+                                      epochs=1, train_size=1024, lr=0.03),
+)
+GIFS = ("gram.gif", "readout.gif", "trajectory_prototypes.gif", "trajectory_curves.gif", "ntk_lab.gif")
+FIGURES = ("ladder_accuracy", "ladder_movement", "trajectory_finals", "ntk_lab", "ntk_sweep", "ntk_scalar")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """One full ``render`` (gifs, figures, report) into a fresh folder from a fresh memo."""
+    memo = tmp_path_factory.mktemp("rendermemo")
+    out = tmp_path_factory.mktemp("render") / "out"
+    ws = Workspace(cache_dir=memo)
+    page, entries = Renderer(ws, out, TINY).report()
+    return {"ws": ws, "memo": memo, "out": out, "page": page, "entries": {e["name"]: e for e in entries}}
+
+
+def test_every_job_ran_and_computed_on_a_fresh_memo(rendered):
+    entries = rendered["entries"]
+    assert set(entries) == set(GIF_JOBS) | set(FIGURE_JOBS) | {"ntk_audit"}
+    for name, e in entries.items():
+        assert e["computed"] or name in ("trajectory_finals", "ntk_lab_figure"), (name, e["status"])
+    out = rendered["out"]
+    for gif in GIFS:
+        assert (out / gif).is_file(), gif
+    for stem in FIGURES:
+        assert (out / f"{stem}.png").is_file() and (out / f"{stem}.svg").is_file(), stem
+    assert rendered["page"] == out / REPORT
+
+
+def test_each_gif_fits_5mb_loops_and_keeps_one_frame_size(rendered):
+    for gif in GIFS:
+        g = read_gif(rendered["out"] / gif)
+        assert g["bytes"] <= MAX_GIF_BYTES, gif
+        assert g["loop"] == 0, f"{gif} does not loop forever"
+        assert len(g["sizes"]) == 1, f"{gif} frames differ in size: {g['sizes']}"
+        assert g["frames"] > 1, gif
+
+
+def test_figures_are_png_and_svg_and_reference_nothing_outside(rendered):
+    from PIL import Image
+
+    out = rendered["out"]
+    for stem in FIGURES:
+        with Image.open(out / f"{stem}.png") as im:
+            assert im.size[0] > 300 and im.size[1] > 200
+        svg = (out / f"{stem}.svg").read_text()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+        assert not re.search(r'(?:href|src)\s*=\s*"(?:https?:)?//', svg), stem
+
+
+def test_manifest_records_config_versions_and_file_hashes(rendered):
+    m = json.loads((rendered["out"] / MANIFEST).read_text())
+    fp = rendered["ws"].fingerprint
+    for name, e in m["jobs"].items():
+        assert e["spec"]["data"] == fp, name
+        for pkg in ("lazylab", "jax", "flax", "optax", "numpy"):
+            assert e["versions"][pkg] not in ("", "not installed"), (name, pkg)
+        for fname, f in e["files"].items():
+            assert len(f["sha256"]) == 64 and f["bytes"] == (rendered["out"] / fname).stat().st_size
+    traj = m["jobs"]["trajectory"]["spec"]["arms"]
+    assert [a["source"] for a in traj] == ["fixed", "fixed"] and all(a["lr"] == 0.03 for a in traj)
+    assert m["jobs"]["gram"]["spec"]["memo_key"].startswith("gram-")
+
+
+def _forbid_compute(monkeypatch):
+    """Make every function that trains, draws features or integrates raise."""
+    import lazylab.analysis
+    import lazylab.experiments
+    import lazylab.experiments.gram
+    import lazylab.experiments.readout
+    import lazylab.experiments.trajectory
+    import lazylab.ntk.audit
+    import lazylab.ntk.lab
+    import lazylab.ntk.scalar
+
+    def boom(*a, **k):
+        raise AssertionError("render recomputed something that is in the memo")
+
+    for mod, name in ((lazylab.experiments, "train_run"), (lazylab.experiments.trajectory, "trajectory_run"),
+                      (lazylab.experiments.gram, "make_bank"), (lazylab.experiments.readout, "train_readout"),
+                      (lazylab.experiments.readout, "bank_features"), (lazylab.ntk.lab, "run_lab"),
+                      (lazylab.ntk.lab, "sweep"), (lazylab.ntk.scalar, "run_scalar"), (lazylab.ntk.audit, "run_audit"),
+                      (lazylab.analysis, "redundancy")):
+        monkeypatch.setattr(mod, name, boom)
+
+
+def test_second_run_computes_and_draws_nothing(rendered, monkeypatch):
+    _forbid_compute(monkeypatch)
+    import lazylab.render.gifs
+
+    monkeypatch.setattr(lazylab.render.gifs, "gram_gif", lambda *a, **k: pytest.fail("redrew an up-to-date GIF"))
+    before = {p.name: p.stat().st_mtime_ns for p in rendered["out"].iterdir()}
+    t0 = time.perf_counter()
+    page, entries = Renderer(rendered["ws"], rendered["out"], TINY).report()
+    assert time.perf_counter() - t0 < 15
+    assert {e["status"] for e in entries} == {"up to date"}
+    after = {p.name: p.stat().st_mtime_ns for p in rendered["out"].iterdir()}
+    assert {k: v for k, v in after.items() if k != REPORT} == {k: v for k, v in before.items() if k != REPORT}
+
+
+def test_a_new_folder_is_drawn_from_the_memo_without_computing(rendered, monkeypatch, tmp_path):
+    _forbid_compute(monkeypatch)
+    page, entries = Renderer(rendered["ws"], tmp_path / "again", TINY).report()
+    assert all(not e["computed"] for e in entries)
+    assert {e["status"] for e in entries} == {"drawn from the memo", "from the memo"}
+    for gif in GIFS:
+        assert read_gif(tmp_path / "again" / gif)["frames"] == read_gif(rendered["out"] / gif)["frames"]
+
+
+def test_a_changed_picture_is_redrawn_from_the_memo(rendered, monkeypatch):
+    _forbid_compute(monkeypatch)
+    gif = rendered["out"] / "readout.gif"
+    original = gif.read_bytes()
+    gif.write_bytes(original[: len(original) // 2])  # truncated by hand: its hash no longer matches
+    entries = {e["name"]: e for e in Renderer(rendered["ws"], rendered["out"], TINY).gifs()}
+    assert entries["readout"]["status"] == "drawn from the memo"
+    assert entries["gram"]["status"] == "up to date"
+    assert read_gif(gif)["frames"] == 5
+
+
+def test_cli_render_gifs_second_run_is_fast_and_lists_every_gif(rendered, monkeypatch, capsys):
+    monkeypatch.setattr(xr, "DEFAULT_SETTINGS", TINY)
+    _forbid_compute(monkeypatch)
+    t0 = time.perf_counter()
+    code, out, err = run(capsys, "render", "gifs", "--out", rendered["out"], "--cache-dir", rendered["memo"])
+    assert code == 0, err
+    assert time.perf_counter() - t0 < 15
+    for gif in GIFS:
+        assert gif in out
+    assert "4 jobs: 0 computed something, 0 drawn from the memo, 4 up to date" in out
+
+
+@pytest.mark.parametrize("kind", ["file", "below-a-file", "unwritable"])
+def test_out_that_cannot_be_written_is_one_line_exit_2(kind, tmp_path, capsys):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    target = {"file": f, "below-a-file": f / "sub", "unwritable": Path("/proc")}[kind]
+    for stage in ("gifs", "figures", "report", "all"):
+        code, out, err = run(capsys, "render", stage, "--out", target, "--cache-dir", tmp_path / "memo")
+        assert_one_line_error(code, err, "--out", str(target))
+        assert out == ""
+
+
+def test_auto_ladder_is_the_quick_preset_unless_the_paper_ladder_is_complete(tmp_path):
+    ws = Workspace(cache_dir=tmp_path / "memo")
+    spec = xr.ladder_spec(ws, xr.LadderSettings())
+    assert spec["name"] == "quick" and "not complete" in spec["note"]
+    assert spec["plan_json"]["widths"] == [16, 64, 256, 1024]
+    assert xr.ladder_spec(ws, xr.LadderSettings(preset="paper"))["name"] == "paper"
+
+
+def test_trajectory_uses_a_bracket_in_the_memo_else_the_fixed_rate(tmp_path):
+    from lazylab.arms import get_arm
+    from lazylab.experiments.trajectory import BRACKET_SEED, BRACKET_WIDTH, TrajectoryPlan
+
+    ws = Workspace(cache_dir=tmp_path / "memo")
+    s = xr.TrajectorySettings(arms=("yat-trained", "gaussian-trained"))
+    assert [(r["lr"], r["source"]) for r in xr.trajectory_rates(ws, s)] == [(0.03, "fixed"), (0.03, "fixed")]
+    arm = get_arm("yat-trained")
+    plan = TrajectoryPlan(arms=(arm,))
+    for lr, acc in zip(arm.unit.grid(True), (80.0, 88.0, 85.0)):
+        cfg = ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.bracket_protocol())
+        ws.memo.put_record(cfg.key(), {"key": cfg.key(), "config": json_config(cfg), "best_acc": acc})
+    rates = xr.trajectory_rates(ws, s)
+    assert rates[0]["lr"] == 1e-2 and rates[0]["source"] == "bracket (memo)"
+    assert rates[1] == {"arm": "gaussian-trained", "lr": 0.03, "source": "fixed", "bracket": {}}
+    assert xr.trajectory_rates(ws, xr.TrajectorySettings(arms=("yat-trained",), lr=0.01))[0]["source"] == "given"
+
+
+# --------------------------------------------------------------- the browser
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-default-apps", "--disable-extensions", "--window-size=1280,2000")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        webdriver = None
+    if not (chromium and driver_path and webdriver):
+        msg = "the report test needs chromium, chromium-driver (apt) and selenium (pip): bash scripts/setup.sh"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in CHROME_FLAGS + (f"--user-data-dir={tmp_path / 'profile'}",):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    try:
+        driver.get("about:blank")
+        driver.get_log("browser")  # drain what the browser did before the page (its start-up tab)
+        driver.get_log("performance")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_report_loads_in_a_headless_browser(rendered, browser, tmp_path):
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+
+    page = rendered["page"]
+    browser.get(page.resolve().as_uri())
+    deadline = time.time() + 30
+    while time.time() < deadline and not browser.execute_script(
+            "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"):
+        time.sleep(0.2)
+    images = browser.execute_script(
+        "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])")
+    srcs = {src for src, _, _ in images}
+    assert set(GIFS) <= srcs and {f"{s}.png" for s in FIGURES} <= srcs
+    bad = [(src, w) for src, done, w in images if not done or w <= 0]
+    assert not bad, f"images that did not load: {bad}"
+
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert not errors, errors
+    events = [json.loads(e["message"])["message"] for e in browser.get_log("performance")]
+    failed = [m["params"] for m in events if m["method"] == "Network.loadingFailed"]
+    assert not failed, failed
+    urls = [m["params"]["request"]["url"] for m in events if m["method"] == "Network.requestWillBeSent"]
+    assert urls and all(u.startswith(("file://", "data:")) for u in urls), [u for u in urls if not u.startswith("file://")]
+    assert page.resolve().as_uri() in urls
+
+    arms = json.loads((rendered["out"] / MANIFEST).read_text())["jobs"]["ladder"]["data"]["plan"]["arms"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#ladder-table tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, "td").text for r in rows] == arms
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#audit-table tbody tr")) >= 10
+    for link in browser.find_elements(By.CSS_SELECTOR, "a[href$='.svg'], a[href$='.csv']"):
+        assert (page.parent / link.get_attribute("href").rsplit("/", 1)[-1]).is_file()
+
+    shot = tmp_path / "report.png"
+    assert browser.save_screenshot(str(shot))
+    with Image.open(shot) as im:
+        px = np.asarray(im.convert("L"), np.float64)
+    assert px.shape[0] > 500 and px.shape[1] > 800
+    assert px.std() > 20, f"the screenshot looks blank (pixel std {px.std():.1f})"
+    if os.environ.get("LAZYLAB_KEEP_SCREENSHOT"):
+        shutil.copy(shot, os.environ["LAZYLAB_KEEP_SCREENSHOT"])
