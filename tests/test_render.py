@@ -20,6 +20,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from lazylab.experiments import Workspace, json_config
 from lazylab.experiments import render as xr
+from lazylab.ntk.lab import LabConfig
 from lazylab.render.canvas import MAX_GIF_BYTES, read_gif
 from lazylab.render.report import FIGURE_JOBS, GIF_JOBS, MANIFEST, REPORT, Renderer
 
@@ -28,7 +29,7 @@ TINY = xr.RenderSettings(
     readout=xr.ReadoutSettings(widths=(8, 32), train_size=1000, steps=20, eval_every=5),
     trajectory=xr.TrajectorySettings(arms=("yat-trained", "yat-data-trained"), width=16, epochs=2, snapshots=4,
                                      train_size=1024),
-    ntk=xr.NtkSettings(width=8, steps=60, frames=8, sweep_widths=(4, 8, 16), sweep_seeds=(0,), times=(0.0, 1.0, 2.0)),
+    ntk=xr.NtkSettings(lab_config=LabConfig(width=8, steps=60, frames=8), sweep_widths=(4, 8, 16), sweep_seeds=(0,), times=(0.0, 1.0, 2.0)),
     ladder=xr.LadderSettings.explicit(arms=["yat-frozen", "relu-frozen", "yat-trained"], widths=[8, 16], seeds=[0],
                                       epochs=1, train_size=1024, lr=0.03),
 )

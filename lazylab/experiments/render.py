@@ -38,6 +38,7 @@ import numpy as np
 from lazylab.config import CACHE_SCHEMA
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
+from lazylab.ntk.lab import LabConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total), as in experiments.gram
 
@@ -102,14 +103,7 @@ class NtkSettings:
     """``lazylab ntk lab`` (one run: m = 32, lr 0.5, 2000 steps, 60 frames), its width sweep
     (lr 0.05, seeds 0-4, widths 8..1024), ``ntk scalar`` (w0 = 0.01) and ``ntk audit``."""
 
-    width: int = 32
-    lr: float = 0.5
-    steps: int = 2000
-    bump: float = 1.0
-    noise: float = 0.1
-    seed: int = 0
-    data_seed: int = 0
-    frames: int = 60
+    lab_config: LabConfig = LabConfig()
     sweep_widths: tuple[int, ...] = SWEEP_WIDTHS
     sweep_lr: float = SWEEP_LR
     sweep_seeds: tuple[int, ...] = SWEEP_SEEDS
@@ -119,20 +113,12 @@ class NtkSettings:
     offset: float = 1e-3
 
     def lab(self):
-        from lazylab.ntk.lab import LabConfig
-
-        return LabConfig(width=self.width, lr=self.lr, steps=self.steps, bump=self.bump, noise=self.noise,
-                         seed=self.seed, data_seed=self.data_seed, frames=self.frames).validate()
+        return self.lab_config.validate()
 
     def sweep(self):
-        from lazylab.ntk.lab import LabConfig
-
-        return LabConfig(width=self.sweep_widths[0], lr=self.sweep_lr, steps=self.steps, bump=self.bump,
-                         noise=self.noise, seed=self.sweep_seeds[0], data_seed=self.data_seed).validate()
+        return replace(self.lab_config, width=self.sweep_widths[0], lr=self.sweep_lr, seed=self.sweep_seeds[0]).validate()
 
     def audit(self):
-        from lazylab.ntk.lab import LabConfig
-
         return LabConfig()  # the audit's own default configuration (lazylab ntk audit)
 
 
