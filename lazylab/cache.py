@@ -94,7 +94,9 @@ class Memo:
         self.problems: list[str] = []  # one line per corrupt entry met
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self.directory), disk=SafeDisk)
+            # eviction_policy='none': diskcache's default culls the oldest entries past 1 GiB,
+            # which would silently drop finished runs.
+            self._cache = diskcache.Cache(str(self.directory), disk=SafeDisk, eviction_policy="none")
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
             raise LazylabError(f"cannot open the memo at {self.directory}: {_one_line(exc)}{self._hint()}") from None
 

@@ -16,17 +16,19 @@ from rich.console import Console
 from rich.table import Table
 
 from lazylab.errors import LazylabError
+from lazylab.paths import writable_dir, writable_file
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
 MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
+MAX_LR = 1e6  # far past every divergence; larger rates overflow float32 updates to inf
 MAX_WIDTH = 65536  # 8x the protocol's widest bank; beyond this the features alone outgrow a workstation
 
 
 class IntList(click.ParamType):
-    """Comma-separated integers, each at least ``minimum`` (and at most ``maximum`` if given)."""
+    """Comma-separated distinct integers, each at least ``minimum`` (and at most ``maximum`` if given)."""
 
     name = "ints"
 
@@ -50,6 +52,9 @@ class IntList(click.ParamType):
         bad = [i for i in ints if self.maximum is not None and i > self.maximum]
         if bad:
             self.fail(f"{bad[0]} is above the maximum {self.maximum}", param, ctx)
+        repeated = sorted({i for i in ints if ints.count(i) > 1})
+        if repeated:  # a repeated width or seed would double-count one run in the statistics
+            self.fail(f"{repeated[0]} is given more than once", param, ctx)
         return ints
 
 
@@ -352,7 +357,7 @@ def default_out() -> Path:
 @click.option("--widths", type=IntList(1, MAX_WIDTH), default=None, help="Comma-separated widths m [default: the preset's].")
 @click.option("--seeds", type=IntList(0, MAX_SEED), default=None, help="Comma-separated seeds [default: the preset's].")
 @click.option("--epochs", type=click.IntRange(min=1, max=1000), default=None, help="Epochs per run [default: the preset's].")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Fixed learning rate (skips bracketing).")
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=None, help="First N training images [default: 60000].")
 @click.option("--fan-in", type=click.Choice(["unit", "d"]), default="unit", show_default=True,
@@ -391,10 +396,11 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         lr=lr,
         fan_in=fan_in,
     )
-    if json_path is not None and json_path.parent and not json_path.parent.is_dir():
-        raise LazylabError(f"--json: directory {json_path.parent} does not exist")
-    if csv_path is not None and csv_path.parent and not csv_path.parent.is_dir():
-        raise LazylabError(f"--csv: directory {csv_path.parent} does not exist")
+    if json_path is not None:
+        writable_file(json_path, "--json")
+    if csv_path is not None:
+        writable_file(csv_path, "--csv")
+    figures_dir = None if no_figures else writable_dir(figures_dir or default_out() / "ladder", "--figures")
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
     ws = Workspace(data_dir, cache_dir)
@@ -425,7 +431,6 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     if json_path is not None:
         json_path.write_text(json.dumps(payload, indent=1))
         out.print(f"wrote {json_path}")
-    figures_dir = None if no_figures else (figures_dir or default_out() / "ladder")
     if csv_path is None and json_path is not None:
         csv_path = json_path.with_suffix(".csv")
     elif csv_path is None and figures_dir is not None:
@@ -455,12 +460,12 @@ def _scalars_text(start: dict, end: dict) -> str:
 @cli.command()
 @click.option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
               help="Comma-separated trained arms (plugins included).")
-@click.option("--width", type=click.IntRange(min=1), default=64, show_default=True, help="Units m per bank.")
+@click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=64, show_default=True, help="Units m per bank.")
 @click.option("--epochs", type=click.IntRange(min=1), default=24, show_default=True, help="Epochs per arm.")
 @click.option("--snapshots", type=click.IntRange(min=1), default=16, show_default=True,
               help="Prototypes kept at every epoch (the first N of the bank).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for bank, head and batch order.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Rate for every arm [default: each arm's ladder bracket, m=256 seed 0 12 epochs, memoized].")
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True,
               help="First N training images.")
@@ -482,8 +487,9 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     plan = TrajectoryPlan(arms=parse_arms(arms_), width=width, epochs=epochs, snapshots=snapshots, seed=seed,
                           lr=lr, train_size=train_size, fan_in=fan_in)
     validate(plan)
-    if json_path is not None and json_path.parent and not json_path.parent.is_dir():
-        raise LazylabError(f"--json: directory {json_path.parent} does not exist")
+    if json_path is not None:
+        writable_file(json_path, "--json")
+    out_dir = writable_dir(out_dir or default_out() / "trajectory", "--out")
     ws = Workspace(data_dir, cache_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
@@ -501,7 +507,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
                       _scalars_text(a.record["scalars"][0], f["scalars"]), "memo" if a.cached else "computed")
     out.print(table)
     out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
-    rendered = render_trajectory(result, out_dir or default_out() / "trajectory")
+    rendered = render_trajectory(result, out_dir)
     for note in result.notes + rendered["notes"]:
         out.print(f"note: {note}")
     for name, f in rendered["files"].items():
@@ -585,11 +591,10 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     ws = Workspace(data_dir, cache_dir)
     cfg = gram_config(ws, arm, max_units=max_units, frames=frames, classes=class_ids, per_class=per_class,
                       seed=seed, ref_units=ref_units, fit_min=fit_min, repeats=repeats)
-    out_dir = out_dir or default_out() / "gram"
+    out_dir = writable_dir(out_dir or default_out() / "gram", "--out")
     with _progress() as progress:
         result = run_gram(ws, arm, cfg, _stage_progress(progress))
         task = progress.add_task(f"drawing {len(result.widths)} frames", total=None)
-        out_dir.mkdir(parents=True, exist_ok=True)
         info = gram_gif(result, out_dir / "gram.gif")
         progress.remove_task(task)
     for line in ws.memo.problems:
@@ -632,7 +637,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 @click.option("--train-size", type=click.IntRange(min=1, max=60000), default=10000, show_default=True,
               help="First N training images.")
 @click.option("--steps", type=click.IntRange(min=1, max=100_000), default=300, show_default=True, help="Adam steps (full batch).")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.3, show_default=True, callback=finite,
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=0.3, show_default=True, callback=finite,
               help="Adam rate (random features are small, so the readout needs a large one; see docs/gram_readout.md).")
 @click.option("--eval-every", type=click.IntRange(min=1), default=5, show_default=True,
               help="Steps between test evaluations (one GIF frame each).")
@@ -656,11 +661,10 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     ws = Workspace(data_dir, cache_dir)
     configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
                               train_size=train_size)
-    out_dir = out_dir or default_out() / "readout"
+    out_dir = writable_dir(out_dir or default_out() / "readout", "--out")
     with _progress() as progress:
         result = run_readout(ws, arm, configs, _stage_progress(progress))
         task = progress.add_task(f"drawing {len(result.curves[0].steps)} frames", total=None)
-        out_dir.mkdir(parents=True, exist_ok=True)
         info = readout_gif(result, out_dir / "readout.gif")
         progress.remove_task(task)
     for line in ws.memo.problems:
@@ -742,12 +746,7 @@ class NtkTimes(click.ParamType):
 
 
 def _ntk_out(out_dir: Path | None) -> Path:
-    out_dir = out_dir or default_out() / "ntk"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LazylabError(f"--out: cannot create {out_dir}: {exc.strerror or exc}") from None
-    return out_dir
+    return writable_dir(out_dir or default_out() / "ntk", "--out")
 
 
 def _ntk_checks_table(checks) -> Table:
@@ -766,7 +765,7 @@ def ntk():
 
 @ntk.command("lab")
 @click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=32, show_default=True, help="Hidden units m (one run).")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Gradient-descent rate [default: 0.5 for one run, 0.05 for a --widths sweep].")
 @click.option("--steps", type=click.IntRange(min=1, max=1_000_000), default=2000, show_default=True, help="Full-batch GD steps.")
 @click.option("--bump", type=float, default=1.0, show_default=True, callback=finite, help="Amplitude of the local bump in the target.")
@@ -916,7 +915,7 @@ def ntk_scalar(w0, times, dt, offset, out_dir, as_json):
 @click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), required=True, help="Units m.")
 @click.option("--probe", type=click.IntRange(min=1, max=1024), default=256, show_default=True, help="First N test images for the NTK.")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, callback=finite,
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="AdamW rate [default: the middle of the arm's bracketing grid].")
 @click.option("--epochs", type=click.IntRange(min=1, max=1000), default=3, show_default=True)
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True)
@@ -1006,10 +1005,10 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto"):
 
     from lazylab.experiments import Workspace
     from lazylab.experiments.render import DEFAULT_SETTINGS
-    from lazylab.render.report import Renderer, prepare_out
+    from lazylab.render.report import Renderer
 
     t0 = time.perf_counter()
-    out_dir = prepare_out(out_dir or default_out() / "render")
+    out_dir = writable_dir(out_dir or default_out() / "render", "--out")
     ws = Workspace(data_dir, cache_dir)
     entries, page = [], None
     with _progress() as progress:
@@ -1112,7 +1111,8 @@ def main(argv=None) -> None:
     global _interrupted
     _interrupted = False
     previous = None
-    if threading.current_thread() is threading.main_thread():
+    # Not when SIGINT is ignored (a background job in a script): keep ignoring it.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
         _main(argv)

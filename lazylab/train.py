@@ -33,7 +33,7 @@ class FitResult:
       curve: test accuracy (%) after each completed epoch.
       train_loss: mean training loss per completed epoch.
       diverged: ``None``, or ``{"epoch", "step", "loss"}`` of the first
-        non-finite training loss (1-based epoch, 0-based global step; the loss
+        non-finite training loss (or the end of the epoch whose parameters overflowed) (1-based epoch, 0-based global step; the loss
         as text, ``"nan"`` or ``"inf"``, since strict JSON has no such numbers).
       trainable: the final trainable state (an ``nnx.State``).
     """
@@ -153,6 +153,11 @@ def fit(
         if bad.size:
             step = int(bad[0])
             result.diverged = {"epoch": epoch + 1, "step": epoch * len(losses) + step, "loss": str(float(losses[step]))}
+            break
+        if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(trainable)):
+            # Parameters overflowed although the loss stayed finite (e.g. a huge rate): a divergence too.
+            step = epoch * len(losses) + len(losses) - 1
+            result.diverged = {"epoch": epoch + 1, "step": step, "loss": str(float(losses[-1]))}
             break
         result.train_loss.append(float(losses.mean()))
         result.curve.append(accuracy(graphdef, trainable, rest, x_test, y_test))

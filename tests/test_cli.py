@@ -94,3 +94,36 @@ def test_data_info_reports_real_counts_and_digests(capsys):
     info = json.loads(out)
     assert (info["train"], info["test"]) == (60000, 10000)
     assert all(f["verified"] for f in info["files"].values())
+
+
+@pytest.mark.parametrize("option, value", [("--widths", "16,16"), ("--seeds", "0,1,0")])
+def test_repeated_width_or_seed_is_refused(capsys, memo_dir, option, value):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", option, value)
+    assert_one_line_error(code, err, option, "more than once")
+
+
+@pytest.mark.parametrize("argv", [
+    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--json", "/proc/lazylab/x.json"],
+    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--csv", "/proc/lazylab/x.csv"],
+    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--figures", "/proc/lazylab"],
+    ["gram", "--max-units", "8", "--frames", "3", "--out", "/proc/lazylab"],
+    ["readout", "--widths", "8", "--steps", "2", "--out", "/proc/lazylab"],
+])
+def test_unwritable_output_fails_before_any_work(capsys, memo_dir, argv):
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, "/proc/lazylab")
+    if memo_dir.exists():  # nothing was computed or stored
+        from lazylab.cache import Memo
+
+        assert len(Memo(memo_dir)) == 0
+
+
+def test_huge_rate_is_refused_and_a_bad_run_still_writes_strict_json(capsys, memo_dir, tmp_path):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-trained", "--lr", "1e308")
+    assert_one_line_error(code, err, "--lr")
+    out_json = tmp_path / "d.json"
+    code, _, _ = run(capsys, "ladder", "--arms", "yat-trained", "--widths", "8", "--seeds", "0", "--epochs", "1",
+                     "--train-size", "512", "--lr", "1e6", "--json", str(out_json))
+    assert code == 0
+    text = out_json.read_text()
+    assert "NaN" not in text and "Infinity" not in text  # strict JSON

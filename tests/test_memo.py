@@ -54,3 +54,12 @@ def test_pickled_value_is_never_unpickled(tmp_path):
     memo = Memo(tmp_path / "m")
     assert memo.get_record("r") is None
     assert not (tmp_path / "pwned").exists()
+
+
+def test_memo_never_evicts_finished_runs(tmp_path):
+    # diskcache's default policy culls the oldest entries past its size limit (1 GiB).
+    memo = Memo(tmp_path / "m")
+    memo._cache.reset("size_limit", 1000)
+    for i in range(20):
+        memo.put_arrays(f"a{i}", {"W": np.zeros(1000, np.float32)})
+    assert all(memo.get_arrays(f"a{i}") is not None for i in range(20))

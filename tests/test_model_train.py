@@ -122,3 +122,10 @@ def test_non_finite_loss_is_recorded_as_diverged(fmnist):
     assert res.diverged is not None
     assert not np.isfinite(float(res.diverged["loss"]))
     assert res.best_acc is None and res.final_acc is None
+
+
+def test_overflowing_parameters_count_as_diverged_even_with_a_finite_loss(fmnist):
+    xtr, ytr, xte, yte = slice_(fmnist)
+    model = build_model(get_arm("yat-trained"), 8, seed=0, x_train=xtr)
+    res = fit(model, xtr, ytr, xte, yte, lr=1e38, epochs=2, batch=256, seed=0)
+    assert res.diverged is not None and res.best_acc is None

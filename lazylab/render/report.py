@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from lazylab.errors import LazylabError
+from lazylab.paths import writable_dir
 from lazylab.experiments import render as xr
 from lazylab.render.canvas import figure, read_gif
 
@@ -53,29 +53,6 @@ Progress = Callable[[str, int, int], None]
 
 
 # ------------------------------------------------------------------- output
-def prepare_out(path: str | Path) -> Path:
-    """Create ``path`` (and parents) and check that a file can be written in it.
-
-    Raises: LazylabError (one line) if ``path`` is a file, lies below a file,
-    cannot be created, or is not writable (checked by writing, so it also
-    holds for root and read-only mounts).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise LazylabError(f"--out: {path} is a file, not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LazylabError(f"--out: cannot create the directory {path}: {exc.strerror or exc}") from None
-    probe = path / f".lazylab-write-test-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise LazylabError(f"--out: cannot write in {path}: {exc.strerror or exc}") from None
-    return path
-
-
 def versions() -> dict:
     """Python, platform, and the installed versions of lazylab and the libraries behind the pictures."""
     from importlib.metadata import PackageNotFoundError, version
@@ -227,7 +204,7 @@ class Renderer:
 
     Args:
       ws: a ``Workspace`` (memo and data).
-      out: the output folder (checked with ``prepare_out``).
+      out: the output folder (checked with ``lazylab.paths.writable_dir``).
       settings: ``lazylab.experiments.render.RenderSettings`` (the subcommands' defaults).
       progress: ``progress(stage, done, total)``, e.g. a rich progress bar.
       redraw: redraw pictures whose spec is unchanged (nothing is recomputed).
@@ -236,7 +213,7 @@ class Renderer:
     def __init__(self, ws, out: str | Path, settings=xr.DEFAULT_SETTINGS, progress: Progress | None = None,
                  redraw: bool = False):
         self.ws = ws
-        self.out = prepare_out(out)
+        self.out = writable_dir(out, "--out")
         self.settings = settings
         self.progress = progress or (lambda *a: None)
         self.redraw = redraw

@@ -1,0 +1,47 @@
+"""Output paths checked before any work, so a bad ``--out`` never costs a computation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lazylab.errors import LazylabError
+
+
+def writable_dir(path: str | Path, option: str) -> Path:
+    """Create ``path`` (and parents) and check that a file can be written in it.
+
+    Raises: LazylabError naming ``option`` if ``path`` is empty, is a file, lies
+    below a file, cannot be created, or is not writable (checked by writing,
+    so it also holds for root and read-only mounts).
+    """
+    if str(path) == "":
+        raise LazylabError(f"{option}: empty path")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise LazylabError(f"{option}: {path} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LazylabError(f"{option}: cannot create the directory {path}: {exc.strerror or exc}") from None
+    probe = path / f".lazylab-write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise LazylabError(f"{option}: cannot write in {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def writable_file(path: str | Path, option: str) -> Path:
+    """Check that the file ``path`` can be written (its folder is created); returns it.
+
+    Raises: LazylabError naming ``option`` if ``path`` is empty or a directory, or its folder is not writable.
+    """
+    if str(path) in ("", "."):
+        raise LazylabError(f"{option}: empty path")
+    path = Path(path)
+    if path.is_dir():
+        raise LazylabError(f"{option}: {path} is a directory, not a file")
+    writable_dir(path.parent, option)
+    return path
