@@ -656,8 +656,6 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
 
     arm = get_arm(arm_name.strip())
     require_frozen(arm, "readout")
-    if len(set(widths)) != len(widths):
-        raise click.BadParameter("widths must be distinct", param_hint="'--widths'")
     ws = Workspace(data_dir, cache_dir)
     configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
                               train_size=train_size)

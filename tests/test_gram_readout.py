@@ -215,7 +215,7 @@ def test_readout_on_real_images_and_second_invocation_reuses_the_memo(capsys, me
     (["gram", "--images", "1,1"], ["2 distinct classes"]),
     (["gram", "--max-units", "0"], ["--max-units"]),
     (["readout", "--widths", "64,0"], ["--widths"]),
-    (["readout", "--widths", "64,64"], ["distinct"]),
+    (["readout", "--widths", "64,64"], ["more than once"]),
 ])
 def test_cli_errors_are_one_line_exit_2(capsys, memo_dir, tmp_path, argv, needles):
     code, _, err = run(capsys, *argv, "--out", str(tmp_path / "o"))
