@@ -127,3 +127,16 @@ def test_huge_rate_is_refused_and_a_bad_run_still_writes_strict_json(capsys, mem
     assert code == 0
     text = out_json.read_text()
     assert "NaN" not in text and "Infinity" not in text  # strict JSON
+
+
+def test_unknown_arm_under_lazylab_arms_says_why(capsys, memo_dir, monkeypatch):
+    from lazylab.arms import reset_registry
+
+    monkeypatch.setenv("LAZYLAB_ARMS", "relu")
+    reset_registry()
+    try:
+        code, _, err = run(capsys, "ladder", "--arms", "yat-frozen")
+    finally:
+        monkeypatch.delenv("LAZYLAB_ARMS")
+        reset_registry()
+    assert_one_line_error(code, err, "yat-frozen", "LAZYLAB_ARMS=relu", "relu-frozen")

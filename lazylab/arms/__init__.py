@@ -159,6 +159,8 @@ class Registry:
         if name not in arms:
             broken = next((e for u, e in self.errors.items() if name.startswith(u + "-")), None)
             why = f"; unit {broken.unit!r} did not load ({broken})" if broken else ""
+            if os.environ.get("LAZYLAB_ARMS", "").strip():
+                why += f" (LAZYLAB_ARMS={os.environ['LAZYLAB_ARMS']} restricts which units load)"
             raise LazylabError(
                 f"unknown arm {name!r}{why}; available: {', '.join(arms) or 'none'}"
             )
