@@ -540,6 +540,21 @@ def _progress():
     return Progress(*columns, console=err, transient=True)
 
 
+def _compute_then_draw(ws, compute, draw, path: Path):
+    """``compute(tick)`` then ``draw(result, path)`` under one progress display; memo problems go to stderr.
+
+    Returns ``(result, info)`` where ``info`` is what ``draw`` returns.
+    """
+    with _progress() as progress:
+        result = compute(_stage_progress(progress))
+        task = progress.add_task(f"drawing {path.name}", total=None)
+        info = draw(result, path)
+        progress.remove_task(task)
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    return result, info
+
+
 def _write_results(out_dir: Path, stem: str, result, info) -> None:
     """``<stem>.json`` (the result and its GIF's facts) and ``<stem>.csv`` (``result.rows()``) in ``out_dir``."""
     import csv
@@ -592,13 +607,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     cfg = gram_config(ws, arm, max_units=max_units, frames=frames, classes=class_ids, per_class=per_class,
                       seed=seed, ref_units=ref_units, fit_min=fit_min, repeats=repeats)
     out_dir = writable_dir(out_dir or default_out() / "gram", "--out")
-    with _progress() as progress:
-        result = run_gram(ws, arm, cfg, _stage_progress(progress))
-        task = progress.add_task(f"drawing {len(result.widths)} frames", total=None)
-        info = gram_gif(result, out_dir / "gram.gif")
-        progress.remove_task(task)
-    for line in ws.memo.problems:
-        click.echo(line, err=True)
+    result, info = _compute_then_draw(ws, lambda tick: run_gram(ws, arm, cfg, tick), gram_gif, out_dir / "gram.gif")
     _write_results(out_dir, "gram", result, info)
     names = ", ".join(CLASS_NAMES[c] for c in cfg.classes)
     ref = (f"every one of the {cfg.ref_units:,} training images" if arm.init == "data" else
@@ -660,13 +669,8 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
                               train_size=train_size)
     out_dir = writable_dir(out_dir or default_out() / "readout", "--out")
-    with _progress() as progress:
-        result = run_readout(ws, arm, configs, _stage_progress(progress))
-        task = progress.add_task(f"drawing {len(result.curves[0].steps)} frames", total=None)
-        info = readout_gif(result, out_dir / "readout.gif")
-        progress.remove_task(task)
-    for line in ws.memo.problems:
-        click.echo(line, err=True)
+    result, info = _compute_then_draw(ws, lambda tick: run_readout(ws, arm, configs, tick), readout_gif,
+                                      out_dir / "readout.gif")
     _write_results(out_dir, "readout", result, info)
     out.print(f"readout: {arm.name} ({arm.plugin}), nnx.Linear(m, 10) by full-batch Adam lr {lr:g}, {steps} steps "
               f"on {train_size:,} training images; test accuracy (%) on the full test set every {eval_every} steps")

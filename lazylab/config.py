@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 
 # Bump when the meaning or layout of stored records changes: old entries are
 # then simply never looked up again.
 CACHE_SCHEMA = 1
+
+
+def canonical_json(payload) -> str:
+    """Canonical JSON of a dict or a dataclass (its fields): sorted keys, no spaces, floats by ``repr``."""
+    if is_dataclass(payload):
+        payload = asdict(payload)
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def memo_key(prefix: str, payload) -> str:
+    """Memo key: ``"<prefix>-"`` + the first 32 hex digits of SHA-256 of ``canonical_json(payload)``."""
+    return f"{prefix}-" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -43,8 +55,8 @@ class RunConfig:
 
     def canonical(self) -> str:
         """Canonical JSON: sorted keys, no spaces, floats by ``repr``."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return canonical_json(self)
 
     def key(self) -> str:
         """Memo key: ``"run-"`` + the first 32 hex digits of SHA-256 of the canonical JSON."""
-        return "run-" + hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
+        return memo_key("run", self)

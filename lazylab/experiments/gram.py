@@ -52,17 +52,16 @@ row and the layer scalars (true of every random-feature unit).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from lazylab.arms import Arm
-from lazylab.config import CACHE_SCHEMA
+from lazylab.config import CACHE_SCHEMA, canonical_json, memo_key
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
 
@@ -82,12 +81,6 @@ DATA_REF_CHUNK = 4096
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 RESULT_ARRAYS = ("widths", "grams", "reference", "contrast", "distance", "raw_distance", "labels", "image_index")
-
-
-def memo_key(prefix: str, cfg) -> str:
-    """``prefix-`` + 32 hex digits of SHA-256 of a frozen config's canonical JSON (as RunConfig.key)."""
-    canonical = json.dumps(asdict(cfg), sort_keys=True, separators=(",", ":"))
-    return f"{prefix}-" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def require_frozen(arm: Arm, command: str) -> None:
@@ -131,7 +124,7 @@ class GramConfig:
 
     def canonical(self) -> str:
         """Canonical JSON: sorted keys, no spaces."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return canonical_json(self)
 
     def key(self) -> str:
         return memo_key("gram", self)

@@ -10,11 +10,10 @@ keyed by a hash of its configuration. No printing.
 
 from __future__ import annotations
 
-import hashlib
-import json
 
 from lazylab import analysis as an
 from lazylab.arms import Arm
+from lazylab.config import memo_key
 from lazylab.config import CACHE_SCHEMA
 from lazylab.experiments import Workspace
 
@@ -40,8 +39,7 @@ def redundancy_config(ws: Workspace, arm: Arm, width: int, n: int, seed: int, fa
 
 def redundancy_key(cfg: dict) -> str:
     """``"redundancy-"`` + the first 32 hex digits of SHA-256 of the canonical JSON of ``cfg``."""
-    blob = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
-    return "redundancy-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return memo_key("redundancy", cfg)
 
 
 def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: int = REDUNDANCY_IMAGES,

@@ -30,8 +30,6 @@ run configuration (``RunConfig``) plus the probe size and NTK method.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from functools import partial
 from typing import Callable
@@ -42,6 +40,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from lazylab.config import memo_key
 from lazylab.errors import LazylabError
 from lazylab.ntk.audit import run_audit  # noqa: F401  (re-exported)
 from lazylab.ntk.lab import LabConfig, run_lab, sweep  # noqa: F401
@@ -60,11 +59,6 @@ def default_lr(arm) -> float:
 def trainable_filter(arm):
     """Everything for a trained arm, the head for a frozen one (SPEC section 4)."""
     return nnx.Param if arm.trained else nnx.PathContains("head")
-
-
-def _key(prefix: str, payload: dict) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return prefix + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _leaf_name(path) -> str:
@@ -189,7 +183,7 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
     lr = default_lr(arm) if lr is None else float(lr)
     cfg = ws.config(arm, width, seed, lr, epochs=epochs, train_size=train_size)
     base = {"run": json_config(cfg), "ntk_schema": NTK_SCHEMA}
-    rec_key = _key("ntkarm-", {**base, "probe": probe, "method": method})
+    rec_key = memo_key("ntkarm", {**base, "probe": probe, "method": method})
     record = ws.memo.get_record(rec_key)
     arrays = ws.memo.get_arrays(rec_key + "-k")
     if record is not None and arrays is not None and record.get("config", {}).get("run") == base["run"]:
@@ -206,7 +200,7 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
     W0 = np.array(model.feat.W[...])
     protocol = dict(lr=lr, epochs=epochs, batch=cfg.batch, seed=seed, weight_decay=cfg.weight_decay)
 
-    train_key = _key("ntkarm-train-", base)
+    train_key = memo_key("ntkarm-train", base)
     stored = ws.memo.get_arrays(train_key + "-p")
     stored_rec = ws.memo.get_record(train_key)
     if stored is not None and stored_rec is not None:

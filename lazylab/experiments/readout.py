@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,7 +35,8 @@ from lazylab.arms import Arm
 from lazylab.config import CACHE_SCHEMA
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
-from lazylab.experiments.gram import Progress, memo_key, require_frozen
+from lazylab.config import canonical_json, memo_key
+from lazylab.experiments.gram import Progress, require_frozen
 
 DEFAULT_WIDTHS = (64, 512)
 DEFAULT_TRAIN_SIZE = 10_000
@@ -87,7 +88,7 @@ class ReadoutConfig:
     schema: int = CACHE_SCHEMA
 
     def canonical(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return canonical_json(self)
 
     def key(self) -> str:
         return memo_key("readout", self)

@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from lazylab.config import CACHE_SCHEMA
+from lazylab.config import CACHE_SCHEMA, canonical_json
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 from lazylab.ntk.lab import LabConfig
@@ -159,8 +159,7 @@ DEFAULT_SETTINGS = RenderSettings()
 
 def digest(payload) -> str:
     """32 hex digits of SHA-256 of ``payload``'s canonical JSON (sorted keys, no spaces)."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:32]
 
 
 def _arm(name: str):

@@ -25,8 +25,6 @@ Every trajectory is memoized (SPEC section 8): the JSON record under
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from lazylab.arms import Arm
-from lazylab.config import RunConfig
+from lazylab.config import RunConfig, canonical_json, memo_key
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace, json_config, movement
 
@@ -68,11 +66,11 @@ class TrajectoryConfig:
 
     def canonical(self) -> str:
         """Canonical JSON: sorted keys, no spaces (as ``RunConfig.canonical``)."""
-        return json.dumps({"kind": "trajectory", **asdict(self)}, sort_keys=True, separators=(",", ":"))
+        return canonical_json({"kind": "trajectory", **asdict(self)})
 
     def key(self) -> str:
         """Memo key of the JSON record: ``"traj-"`` + 32 hex digits of SHA-256 of the canonical JSON."""
-        return "traj-" + hashlib.sha256(self.canonical().encode()).hexdigest()[:32]
+        return memo_key("traj", {"kind": "trajectory", **asdict(self)})
 
     def arrays_key(self) -> str:
         """Memo key of the snapshots ``.npz``."""
