@@ -110,7 +110,7 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     Returns: LadderResult with one ArmSummary per arm and every run record.
     """
     reporter.plan(plan.n_runs())
-    summaries, runs = [], []
+    summaries, runs = [], {}  # runs by memo key: a bracket run reused as a ladder cell appears once
     for arm in plan.arms:
         summary = ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr)
         if plan.lr is None:
@@ -118,17 +118,17 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
             for lr in arm.unit.grid(arm.trained):
                 rec = ws.run_cell(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()), reporter)
                 scores[lr] = rec["best_acc"]
-                runs.append(rec)
+                runs[rec["key"]] = rec
             summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
             summary.lr = choose_rate(scores)
         if summary.lr is not None:
             for width in plan.widths:
                 records = [ws.run_cell(arm, ws.config(arm, width, seed, summary.lr, **plan.protocol()), reporter) for seed in plan.seeds]
-                runs.extend(r for r in records if r["key"] not in {x["key"] for x in runs})
+                runs.update((r["key"], r) for r in records)
                 summary.cells[width] = summarise(records)
         summaries.append(summary)
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),
     }
-    return LadderResult(plan=plan_json, arms=summaries, runs=runs)
+    return LadderResult(plan=plan_json, arms=summaries, runs=list(runs.values()))
