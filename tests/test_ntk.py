@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from lazylab.config import memo_key
 from lazylab.ntk import kernels, lab, scalar
 from lazylab.ntk.audit import run_audit
 from cli_helpers import run
@@ -258,12 +259,12 @@ def test_ntk_arm_cli_matches_brute_force_on_a_tiny_case(capsys, memo_dir, tmp_pa
     model = build_model(arm, 4, 0, d.x_train)
     x = d.x_test[:4]
     K0 = _explicit_ntk(model, x, nnx.Param)
-    stored = ws.memo.get_arrays(exp._key("ntkarm-train-", {"run": rec["config"]["run"], "ntk_schema": exp.NTK_SCHEMA}) + "-p")
+    stored = ws.memo.get_arrays(memo_key("ntkarm-train", {"run": rec["config"]["run"], "ntk_schema": exp.NTK_SCHEMA}) + "-p")
     graphdef, p0, rest = nnx.split(model, nnx.Param, ...)
     pT = exp._restore(p0, {k[4:]: v for k, v in stored.items() if k.startswith("net/")})
     KT = _explicit_ntk(nnx.merge(graphdef, pT, rest), x, nnx.Param)
     tr = lambda K: np.einsum("icjc->ij", K.reshape(4, 10, 4, 10))
-    rec_key = exp._key("ntkarm-", {"run": rec["config"]["run"], "ntk_schema": exp.NTK_SCHEMA, "probe": 4, "method": "auto"})
+    rec_key = memo_key("ntkarm", {"run": rec["config"]["run"], "ntk_schema": exp.NTK_SCHEMA, "probe": 4, "method": "auto"})
     arrays = ws.memo.get_arrays(rec_key + "-k")
     np.testing.assert_allclose(arrays["K0_trace"], tr(K0), rtol=0, atol=1e-5 * np.abs(tr(K0)).max())
     np.testing.assert_allclose(arrays["KT_trace"], tr(KT), rtol=0, atol=1e-5 * np.abs(tr(KT)).max())
