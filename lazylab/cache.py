@@ -6,6 +6,19 @@ used here refuses pickled values outright. Every value carries a SHA-256 of
 its payload, so a truncated or overwritten entry is detected on read and
 treated as missing (the caller recomputes it). The directory is created
 private (0700).
+
+Two stores share the memo directory:
+
+* the main store (the directory itself) holds run records, prototypes,
+  snapshots and every other result. It never evicts: a finished run is
+  kept until ``lazylab cache clear``.
+* the feature store (``<memo>/features/``) holds frozen banks' feature
+  matrices, which can always be recomputed. It is capped (``--cache-limit``,
+  default ``DEFAULT_CACHE_LIMIT``) and evicts least-recently-used entries to
+  stay under the cap; a cap of 0 turns it off. What goes in is decided by
+  ``worth_storing`` (the policy, measured in docs/performance.md). Its
+  entries are a JSON header line then raw array bytes, under the same seal.
+  With several processes writing at once the cap can be overshot briefly.
 """
 
 from __future__ import annotations
@@ -13,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -23,6 +38,14 @@ import numpy as np
 from lazylab.errors import LazylabError
 
 DEFAULT_DIR = "cache"
+FEATURE_DIR = "features"  # the feature store, below the memo directory
+DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
+# End-to-end rate of loading a feature entry back (read, SHA-256 check, hand-over to jax):
+# bench/feature_cache.py measured 287-588 MB/s (median 516) on the 2-core development machine
+# (docs/performance.md); rounded down below the slowest load so that the policy errs toward recomputing.
+FEATURE_LOAD_BYTES_PER_S = 250e6
+FEATURE_LOAD_OVERHEAD_S = 0.01  # opening the store and the entry's file
+MAX_SIZE = 2**50  # 1 PiB: sqlite keeps sizes in 64-bit integers; anything near that is a typo
 
 
 def default_dir() -> Path:
@@ -30,13 +53,83 @@ def default_dir() -> Path:
     return Path(os.environ.get("LAZYLAB_CACHE") or DEFAULT_DIR)
 
 
+def parse_size(text) -> int:
+    """Bytes in a size such as ``8GiB``, ``500MB``, ``1.5G`` or ``0``.
+
+    Decimal units (``kB``, ``MB``, ``GB``, ``TB``, or just ``K``, ``M``, ``G``,
+    ``T``) are powers of 1000, binary ones (``KiB`` ... ``TiB``) powers of 1024;
+    a bare number is bytes; case is ignored.
+    Raises: ValueError (one line) for anything else or a size above 1 PiB.
+    """
+    if isinstance(text, int) and not isinstance(text, bool) and 0 <= text <= MAX_SIZE:
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
+    scale = _SIZE_UNITS.get(match.group(2)) if match else None
+    if scale is None:
+        raise ValueError(f"expected a size such as 8GiB, 500MB or 0, got {str(text)!r}")
+    size = round(float(match.group(1)) * scale)
+    if size > MAX_SIZE:
+        raise ValueError(f"{text} is above the largest size accepted, 1 PiB")
+    return size
+
+
+_SIZE_UNITS = {"": 1, "b": 1,
+               **{u: 1000**i for i, u in enumerate(("k", "m", "g", "t"), 1)},
+               **{u + "b": 1000**i for i, u in enumerate(("k", "m", "g", "t"), 1)},
+               **{u + "ib": 1024**i for i, u in enumerate(("k", "m", "g", "t"), 1)}}
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes as a short binary size, e.g. ``8.0 GiB``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def worth_storing(compute_s: float, nbytes: int, limit: int,
+                  load_rate: float = FEATURE_LOAD_BYTES_PER_S) -> bool:
+    """The feature-store policy: whether a bank's feature matrices are kept.
+
+    A frozen bank's train and test features (``nbytes`` in all, float32) are
+    stored when loading them back is predicted to be faster than the measured
+    time ``compute_s`` (seconds) it took to compute them, and the entry fits
+    under the feature store's cap ``limit`` (bytes; 0 stores nothing):
+    ``nbytes <= limit`` and ``compute_s > FEATURE_LOAD_OVERHEAD_S + nbytes / load_rate``.
+    ``load_rate`` (bytes per second) is the end-to-end load rate measured by
+    ``bench/feature_cache.py``. Run records and other results are not subject to
+    this policy: they are always stored.
+    """
+    return 0 < nbytes <= limit and compute_s > FEATURE_LOAD_OVERHEAD_S + nbytes / load_rate
+
+
 class SafeDisk(diskcache.Disk):
     """A diskcache Disk that stores only bytes and str and never unpickles."""
 
     def store(self, value, read, key=diskcache.core.UNKNOWN):
+        if read and isinstance(value, _SealedReader):
+            return self._stream(value, key)
         if not isinstance(value, (bytes, str)) or read:
             raise TypeError("the lazylab memo stores only bytes and str")
         return super().store(value, read, key=key)
+
+    def _stream(self, reader: _SealedReader, key) -> tuple:
+        """Write a sealed feature entry to a new value file, chunk by chunk; diskcache's row fields."""
+        filename, full_path = self.filename(key, reader)
+        os.makedirs(os.path.dirname(full_path), exist_ok=True)
+        try:
+            with open(full_path, "xb") as out:
+                size = 0
+                while chunk := reader.read(_CHUNK):
+                    size += out.write(chunk)
+        except BaseException:
+            # A full disk or an interrupt: leave no partial multi-GiB file behind (diskcache would).
+            try:
+                os.remove(full_path)
+            except OSError:
+                pass
+            raise
+        return size, diskcache.core.MODE_BINARY, filename, None
 
     def fetch(self, mode, filename, value, read):
         if mode == diskcache.core.MODE_PICKLE:
@@ -81,17 +174,127 @@ def _unseal(blob) -> bytes:
     return payload
 
 
+_ARRAY_KINDS = "biufc"  # bool, integers, floats, complex: plain numbers only
+_MAX_HEADER = 1 << 16
+_CHUNK = 1 << 24  # bytes per read or hash step: large enough to be fast, small enough to stay in cache
+
+
+def _feature_parts(arrays: dict) -> list[memoryview]:
+    """A feature entry's payload as buffers: a JSON header line, then each array's raw C-order bytes.
+
+    Raw bytes rather than ``.npz``: they load with one read into the final array
+    and no zip CRC, which matters for multi-GiB matrices (docs/performance.md).
+    Raises: TypeError for an array that is not plain numbers.
+    """
+    header, parts = [], []
+    for name, value in arrays.items():
+        a = np.asarray(value)
+        a = a if a.flags.c_contiguous else np.ascontiguousarray(a)  # (ascontiguousarray would make 0-d 1-d)
+        if a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None:
+            raise TypeError(f"feature array {name!r} has dtype {a.dtype}, not plain numbers")
+        header.append({"name": str(name), "dtype": a.dtype.str, "shape": list(a.shape)})
+        parts.append(memoryview(a.reshape(-1).view(np.uint8)))  # the raw bytes, any byte order
+    line = json.dumps({"arrays": header}, separators=(",", ":")).encode() + b"\n"
+    return [memoryview(line), *parts]
+
+
+class _SealedReader:
+    """A file-like reader of ``_seal(b"".join(parts))`` that streams the parts without joining them."""
+
+    def __init__(self, parts: list[memoryview]):
+        digest = hashlib.sha256()
+        for p in parts:
+            for i in range(0, len(p), _CHUNK):
+                digest.update(p[i : i + _CHUNK])
+        self.parts = [memoryview(digest.hexdigest().encode() + b"\n"), *parts]
+
+    def read(self, n: int = -1):
+        while self.parts and not len(self.parts[0]):
+            self.parts.pop(0)
+        if not self.parts:
+            return b""
+        head = self.parts[0]
+        n = len(head) if n is None or n < 0 else n
+        self.parts[0] = head[n:]
+        return head[:n]
+
+
+def _aligned_empty(shape: tuple, dtype: np.dtype, align: int = 64) -> np.ndarray:
+    """``np.empty(shape, dtype)`` starting on an ``align``-byte boundary.
+
+    jax on CPU adopts a 64-byte-aligned numpy buffer without copying it
+    (``jax.device_put(a, may_alias=True)``); numpy alone aligns to 16 bytes.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
+
+
+def _read_features(handle) -> dict[str, np.ndarray]:
+    """Arrays from a sealed feature entry (an open binary file), checked against its SHA-256.
+
+    Raises: CorruptEntry for a bad digest line, header, size or checksum.
+    """
+    try:
+        total = os.fstat(handle.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        total = len(handle.getbuffer())
+    digest = handle.read(65)
+    if len(digest) != 65 or digest[64:] != b"\n":
+        raise CorruptEntry("no checksum line")
+    line = handle.readline(_MAX_HEADER)
+    if not line.endswith(b"\n"):
+        raise CorruptEntry("no header line")
+    try:
+        specs = json.loads(line)["arrays"]
+        names = [str(a["name"]) for a in specs]
+        dtypes = [np.dtype(str(a["dtype"])) for a in specs]
+        shapes = [tuple(int(n) for n in a["shape"]) for a in specs]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptEntry(f"bad header ({_one_line(exc)})") from None
+    if any(dt.kind not in _ARRAY_KINDS or dt.fields is not None for dt in dtypes) or \
+            any(n < 0 for shape in shapes for n in shape) or len(set(names)) != len(names):
+        raise CorruptEntry("bad header (dtype, shape or names)")
+    sizes = [math.prod(shape) * dt.itemsize for dt, shape in zip(dtypes, shapes)]
+    if 65 + len(line) + sum(sizes) != total:  # checked before allocating anything the header asks for
+        raise CorruptEntry("size does not match the header")
+    check = hashlib.sha256(line)
+    arrays = {}
+    for name, dt, shape, size in zip(names, dtypes, shapes, sizes):
+        a = _aligned_empty(shape, dt)
+        view = memoryview(a.reshape(-1).view(np.uint8))
+        done = 0
+        while done < size:  # read straight into the array, hashing each chunk while it is in cache
+            got = handle.readinto(view[done : done + _CHUNK])
+            if not got:
+                raise CorruptEntry("truncated")
+            check.update(view[done : done + got])
+            done += got
+        arrays[name] = a
+    if check.hexdigest().encode() != digest[:64]:
+        raise CorruptEntry("checksum mismatch")
+    return arrays
+
+
 class Memo:
-    """Memoized results keyed by a config hash.
+    """Memoized results keyed by a config hash, plus a capped store of feature matrices.
 
     Args:
       directory: the store's folder (created 0700 if missing).
-    Raises: LazylabError if the folder cannot be created or opened.
+      feature_limit: cap in bytes on the feature store ``<directory>/features/``
+        (None: ``DEFAULT_CACHE_LIMIT``; 0: no feature is read or stored).
+    Raises: LazylabError if the folder cannot be created or opened; ValueError
+    for a negative ``feature_limit``.
     """
 
-    def __init__(self, directory: Path | str | None = None):
+    def __init__(self, directory: Path | str | None = None, feature_limit: int | None = None):
         self.directory = Path(directory) if directory else default_dir()
         self.problems: list[str] = []  # one line per corrupt entry met
+        self.feature_limit = DEFAULT_CACHE_LIMIT if feature_limit is None else int(feature_limit)
+        if self.feature_limit < 0:
+            raise ValueError(f"feature_limit must be >= 0 bytes, got {feature_limit}")
+        self._features: diskcache.Cache | None = None  # opened on first use
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             # eviction_policy='none': diskcache's default culls the oldest entries past 1 GiB,
@@ -108,7 +311,10 @@ class Memo:
         return " (pass --cache-dir or set LAZYLAB_CACHE to use another directory)"
 
     def close(self) -> None:
+        """Close both stores."""
         self._cache.close()
+        if self._features is not None:
+            self._features.close()
 
     def _get(self, key: str) -> bytes | None:
         try:
@@ -173,9 +379,110 @@ class Memo:
         return len(self._cache)
 
     def clear(self) -> int:
-        """Remove every entry; returns how many were removed."""
-        return self._cache.clear()
+        """Remove every entry, feature matrices included; returns how many were removed."""
+        store = self._feature_store(create=False)
+        return self._cache.clear() + (store.clear() if store is not None else 0)
 
     def volume(self) -> int:
-        """Bytes used on disk."""
+        """Bytes used on disk by the main store (``feature_stats`` for the feature store)."""
         return self._cache.volume()
+
+    # ----------------------------------------------------------- feature store
+    @property
+    def feature_dir(self) -> Path:
+        """The feature store's folder, ``<memo>/features``."""
+        return self.directory / FEATURE_DIR
+
+    def _feature_store(self, create: bool) -> diskcache.Cache | None:
+        """The feature store, opened on first use; None if absent (``create`` false) or unusable."""
+        if self._features is not None or (not create and not (self.feature_dir / "cache.db").exists()):
+            return self._features
+        try:
+            self.feature_dir.mkdir(mode=0o700, exist_ok=True)
+            # cull_limit=0: diskcache's own cull drops ten least-recently-used entries at once,
+            # possibly the one just written; _make_room evicts exactly what the cap requires.
+            # The LRU policy still makes every read refresh the entry's access time.
+            self._features = diskcache.Cache(str(self.feature_dir), disk=SafeDisk, size_limit=self.feature_limit,
+                                             eviction_policy="least-recently-used", cull_limit=0)
+        except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
+            # Features are only ever a shortcut: go on without them.
+            self.problems.append(f"cannot open the feature store at {self.feature_dir}: {_one_line(exc)}; "
+                                 "features are recomputed")
+            self.feature_limit = 0
+        return self._features
+
+    def get_features(self, key: str) -> dict[str, np.ndarray] | None:
+        """The arrays stored under ``key`` in the feature store, or None if absent, corrupt or the cap is 0.
+
+        A corrupt entry is reported in ``problems``, removed, and reads as missing.
+        """
+        store = self._feature_store(create=False) if self.feature_limit > 0 else None
+        if store is None:
+            return None
+        try:
+            handle = store.get(key, read=True)
+            if handle is None:
+                return None
+            if isinstance(handle, (bytes, str)):  # a small value kept inside sqlite
+                handle = io.BytesIO(handle.encode() if isinstance(handle, str) else handle)
+            with handle:
+                return _read_features(handle)
+        except (CorruptEntry, OSError) as exc:
+            self.problems.append(f"feature entry {key} is corrupt ({_one_line(exc)}); recomputing")
+            try:
+                store.delete(key)
+            except (OSError, sqlite3.Error, diskcache.core.Timeout):
+                pass
+            return None
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            self.problems.append(f"cannot read the feature store at {self.feature_dir}: {_one_line(exc)}; recomputing")
+            return None
+
+    def put_features(self, key: str, arrays: dict[str, np.ndarray]) -> bool:
+        """Store named numeric arrays under ``key`` in the feature store, evicting least-recently-used entries.
+
+        Returns whether the entry was stored: False when the cap is 0, the entry
+        alone exceeds the cap, or the write failed (reported in ``problems``;
+        features are only a shortcut, so this never raises for a full disk).
+        Run records live in the main store and are never evicted.
+        Raises: TypeError for an array that is not plain numbers.
+        """
+        if self.feature_limit <= 0:
+            return False
+        parts = _feature_parts(arrays)
+        size = 65 + sum(len(p) for p in parts)  # the checksum line, then the payload
+        if size > self.feature_limit:
+            return False
+        store = self._feature_store(create=True)
+        if store is None:
+            return False
+        try:
+            store.delete(key)  # an older copy would count against the room made below
+            self._make_room(store, size)
+            store.set(key, _SealedReader(parts), read=True)
+            return True
+        except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
+            self.problems.append(f"cannot write to the feature store at {self.feature_dir}: {_one_line(exc)}; "
+                                 "features will be recomputed next time")
+            try:
+                store.delete(key)
+            except (OSError, sqlite3.Error, diskcache.core.Timeout):
+                pass
+            return False
+
+    def _make_room(self, store: diskcache.Cache, incoming: int) -> None:
+        """Evict least-recently-used feature entries until ``incoming`` more bytes fit under the cap."""
+        excess = store.volume() + incoming - self.feature_limit
+        if excess <= 0:
+            return
+        # diskcache has no public way to list entries by access time; this is its own cull query.
+        for key, size in store._sql("SELECT key, size FROM Cache ORDER BY access_time").fetchall():
+            if excess <= 0:
+                break
+            if store.delete(key):
+                excess -= size
+
+    def feature_stats(self) -> tuple[int, int]:
+        """``(entries, bytes on disk)`` of the feature store; ``(0, 0)`` if it was never created."""
+        store = self._feature_store(create=False)
+        return (0, 0) if store is None else (len(store), store.volume())
