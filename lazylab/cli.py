@@ -58,6 +58,64 @@ class IntList(click.ParamType):
         return ints
 
 
+class ByteSize(click.ParamType):
+    """A size in bytes such as ``8GiB``, ``500MB`` or ``0`` (``lazylab.cache.parse_size``)."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        from lazylab.cache import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+CACHE_LIMIT_DEFAULT = "8GiB"  # lazylab.cache.DEFAULT_CACHE_LIMIT, spelled for --help (a test checks they agree)
+
+
+def cache_limit_option(f):
+    """``--cache-limit``, on every command that computes frozen-bank features (``Workspace.bank_features``)."""
+    return click.option(
+        "--cache-limit", type=ByteSize(), default=CACHE_LIMIT_DEFAULT, show_default=True,
+        help="Cap on the memo's feature store (frozen banks' feature matrices, kept when loading them back beats "
+             "recomputing; least recently used evicted first; run records are never evicted). Sizes like 8GiB, "
+             "500MB; 0 stores no features.")(f)
+
+
+def backend_options(f):
+    """``--backend``, ``--address``, ``--task-cpus`` and ``--task-gpus``, on the sweep commands (docs/scaling.md)."""
+    f = click.option("--task-gpus", type=click.FloatRange(min=0, max=1024), default=None, callback=finite,
+                     help="GPUs each Ray task claims (fractions share one) [default: 0; --backend ray only].")(f)
+    f = click.option("--task-cpus", type=click.FloatRange(min=0, min_open=True, max=1024), default=None, callback=finite,
+                     help="CPUs each Ray task claims: bounds the tasks running at once per node [default: 1; "
+                          "--backend ray only].")(f)
+    f = click.option("--address", default=None,
+                     help="A running Ray cluster: auto, HOST:6379, or ray://HOST:10001 [default: start a local "
+                          "instance; --backend ray only].")(f)
+    f = click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="Where missing runs are computed: in this process, or one Ray task per cell; only this "
+                          "process writes the memo. Ray is the extra: pip install 'lazylab[ray]'.")(f)
+    return f
+
+
+def make_backend(backend: str, address: str | None, task_cpus: float | None, task_gpus: float | None):
+    """The backend the options name; Ray options without ``--backend ray``, or Ray not installed, are one-line errors."""
+    from lazylab.backends import LocalBackend, RayBackend
+
+    if backend != "ray":
+        given = [name for name, v in (("--address", address), ("--task-cpus", task_cpus), ("--task-gpus", task_gpus))
+                 if v is not None]
+        if given:
+            raise click.UsageError(f"{given[0]} needs --backend ray")
+        return LocalBackend()
+    if address is not None and not address.strip():
+        raise click.BadParameter("expected a Ray address such as auto or ray://HOST:10001", param_hint="'--address'")
+    return RayBackend(address=address.strip() if address else None,
+                      num_cpus=1.0 if task_cpus is None else task_cpus, num_gpus=0.0 if task_gpus is None else task_gpus)
+
+
 def finite(ctx, param, value):
     """Option callback: refuse ``nan`` and ``inf`` (click's FloatRange lets them through)."""
     import math
@@ -200,11 +258,14 @@ def cache():
 @cache.command("info")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def cache_info(cache_dir):
-    """Entries and bytes in the memo."""
-    from lazylab.cache import Memo
+    """Entries and bytes in the memo and in its feature store."""
+    from lazylab.cache import Memo, format_size
 
     memo = Memo(cache_dir)
     out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
+    entries, size = memo.feature_stats()
+    out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
+              f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
 
 
 @cache.command("clear")
@@ -216,7 +277,7 @@ def cache_clear(cache_dir, yes):
 
     memo = Memo(cache_dir)
     if not yes:
-        click.confirm(f"remove {len(memo)} entries from {memo.directory}?", abort=True)
+        click.confirm(f"remove {len(memo) + memo.feature_stats()[0]} entries from {memo.directory}?", abort=True)
     out.print(f"removed {memo.clear()} entries")
 
 
@@ -347,6 +408,12 @@ def analysis_tables(analysis: dict) -> list:
     return parts
 
 
+def _backend_note(backend) -> str:
+    """``"; N Ray tasks on <where>"`` for the Ray backend, else nothing."""
+    tasks = getattr(backend, "tasks", None)
+    return "" if tasks is None else f"; {tasks} Ray task{'s' * (tasks != 1)} on {backend.where()}"
+
+
 def default_out() -> Path:
     """``$LAZYLAB_OUT`` or ``./out``: the root for figures and tables a command writes by default."""
     return Path(os.environ.get("LAZYLAB_OUT") or "out")
@@ -377,9 +444,12 @@ def default_out() -> Path:
               help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
+@backend_options
+@cache_limit_option
 @data_options
 def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_path, csv_path, figures_dir,
-           no_figures, report, climb_widths, climb_gain, data_dir, cache_dir):
+           no_figures, report, climb_widths, climb_gain, data_dir, cache_dir, cache_limit, backend, address,
+           task_cpus, task_gpus):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -387,6 +457,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
 
     p = PRESETS[preset]
+    backend = make_backend(backend, address, task_cpus, task_gpus)
     plan = LadderPlan(
         arms=parse_arms(arms_) if arms_ is not None else parse_arms(",".join(p["arms"])),
         widths=widths or p["widths"],
@@ -403,15 +474,19 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     figures_dir = None if no_figures else writable_dir(figures_dir or default_out() / "ladder", "--figures")
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
-    ws = Workspace(data_dir, cache_dir)
+    ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
+    ws.backend = backend
     if report:
         ws.memo_only = True
         result = run_ladder(ws, plan)
     else:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, transient=True) as progress:
-            reporter = ProgressReporter(progress)
-            result = run_ladder(ws, plan, reporter)
+        try:
+            with Progress(*columns, console=err, transient=True) as progress:
+                reporter = ProgressReporter(progress)
+                result = run_ladder(ws, plan, reporter)
+        finally:  # also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled
+            backend.close()
     analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain)
     for line in ws.memo.problems:
         click.echo(line, err=True)
@@ -424,7 +499,8 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     if report:
         out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
     else:
-        out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
+        out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}"
+                  + _backend_note(backend))
     for part in analysis_tables(analysis):
         out.print(part)
     payload = {**result.to_json(), "analysis": analysis}
@@ -475,8 +551,10 @@ def _scalars_text(start: dict, end: dict) -> str:
               help="Folder for the GIFs and PNGs [default: $LAZYLAB_OUT/trajectory or out/trajectory].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the per-epoch records (no snapshot arrays) as JSON.")
+@backend_options
 @data_options
-def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, data_dir, cache_dir):
+def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, data_dir, cache_dir,
+               backend, address, task_cpus, task_gpus):
     """Watch trained prototypes travel: snapshots, travel and accuracy per epoch, and two GIFs."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -484,6 +562,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     from lazylab.experiments.trajectory import TrajectoryPlan, run_trajectory, validate
     from lazylab.render.trajectory import render_trajectory
 
+    backend = make_backend(backend, address, task_cpus, task_gpus)
     plan = TrajectoryPlan(arms=parse_arms(arms_), width=width, epochs=epochs, snapshots=snapshots, seed=seed,
                           lr=lr, train_size=train_size, fan_in=fan_in)
     validate(plan)
@@ -491,10 +570,14 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
         writable_file(json_path, "--json")
     out_dir = writable_dir(out_dir or default_out() / "trajectory", "--out")
     ws = Workspace(data_dir, cache_dir)
+    ws.backend = backend
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        reporter = ProgressReporter(progress)
-        result = run_trajectory(ws, plan, reporter)
+    try:
+        with Progress(*columns, console=err, transient=True) as progress:
+            reporter = ProgressReporter(progress)
+            result = run_trajectory(ws, plan, reporter)
+    finally:  # also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled
+        backend.close()
     for line in ws.memo.problems:
         click.echo(line, err=True)
     out.print(f"trajectories: m={width}, {epochs} epochs on {train_size} training images, seed {seed}; "
@@ -506,7 +589,8 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
                       f"{f['accuracy']:.2f}", "-" if f["best_acc"] is None else f"{f['best_acc']:.2f}",
                       _scalars_text(a.record["scalars"][0], f["scalars"]), "memo" if a.cached else "computed")
     out.print(table)
-    out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
+    out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}"
+              + _backend_note(backend))
     rendered = render_trajectory(result, out_dir)
     for note in result.notes + rendered["notes"]:
         out.print(f"note: {note}")
@@ -1001,7 +1085,7 @@ _preset_option = click.option(
          "preset (its missing runs are computed, about 70 s on two cores).")
 
 
-def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto"):
+def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_limit=None):
     """Run ``stages`` (names of ``Renderer`` methods) and print what each job did."""
     import time
 
@@ -1011,7 +1095,7 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto"):
 
     t0 = time.perf_counter()
     out_dir = writable_dir(out_dir or default_out() / "render", "--out")
-    ws = Workspace(data_dir, cache_dir)
+    ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     entries, page = [], None
     with _progress() as progress:
         renderer = Renderer(ws, out_dir, DEFAULT_SETTINGS.with_ladder(preset), _render_progress(progress), redraw=redraw)
@@ -1063,26 +1147,29 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir):
 
 @render.command("figures")
 @_preset_option
+@cache_limit_option
 @_render_options
-def render_figures(preset, out_dir, redraw, data_dir, cache_dir):
+def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
-    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset)
+    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
 @render.command("report")
 @_preset_option
+@cache_limit_option
 @_render_options
-def render_report(preset, out_dir, redraw, data_dir, cache_dir):
+def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """report.html: every GIF and figure, the ladder table with fits and gaps, the NTK audit, configs and versions."""
-    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset)
+    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
 @render.command("all")
 @_preset_option
+@cache_limit_option
 @_render_options
-def render_all(preset, out_dir, redraw, data_dir, cache_dir):
+def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """Run gifs, then figures, then report (each picture drawn at most once)."""
-    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset)
+    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
 # --------------------------------------------------------------------- main

@@ -77,8 +77,9 @@ def _loss(graphdef, trainable, rest, xb, yb):
     return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
 
 
-@partial(jax.jit, static_argnums=(0, 1), donate_argnums=(2, 3))
-def _epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
+def _scan_epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
+    """One member's epoch: a ``lax.scan`` of AdamW steps over the batches of ``order`` ``(steps, batch)``."""
+
     def step(carry, idx):
         params, state = carry
         loss, grads = jax.value_and_grad(_loss, argnums=1)(graphdef, params, rest, x[idx], y[idx])
@@ -89,16 +90,140 @@ def _epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
     return trainable, opt_state, losses
 
 
-@partial(jax.jit, static_argnums=(0,))
-def _correct(graphdef, trainable, rest, x, y):
-    logits = nnx.merge(graphdef, trainable, rest)(x)
-    return jnp.sum(jnp.argmax(logits, axis=-1) == y)
+@partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3, 4))
+def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
+    """Every member's epoch in one program: ``vmap`` over stacked states, rates (in the
+    optimiser state), batch orders and, when ``x_axis == 0``, per-member inputs."""
+    run = lambda p, s, r, xx, o: _scan_epoch(graphdef, tx, p, s, r, xx, y, o)
+    return jax.vmap(run, in_axes=(0, 0, 0, x_axis, 0))(trainable, opt_state, rest, x, order)
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _correct(graphdef, x_axis, trainable, rest, x, y):
+    def count(p, r, xx):
+        return jnp.sum(jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y)
+
+    return jax.vmap(count, in_axes=(0, 0, x_axis))(trainable, rest, x)
+
+
+def _accuracies(graphdef, x_axis, trainable, rest, x, y, chunk: int = 2500) -> np.ndarray:
+    """Test accuracy (%) of every member, ``(members,)``, evaluated in chunks of images."""
+    n = y.shape[0]
+    take = (lambda i: x[i : i + chunk]) if x_axis is None else (lambda i: x[:, i : i + chunk])
+    correct = sum(np.asarray(_correct(graphdef, x_axis, trainable, rest, take(i), y[i : i + chunk])) for i in range(0, n, chunk))
+    return 100.0 * correct / n
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def _member(tree, i: int):
+    return jax.tree.map(lambda a: a[i], tree)
+
+
+def fit_batch(
+    models: list[nnx.Module],
+    x_train,
+    y_train,
+    x_test,
+    y_test,
+    *,
+    lrs: list[float],
+    seeds: list[int],
+    epochs: int,
+    batch: int,
+    weight_decay: float = 1e-4,
+    trainable_filter=nnx.Param,
+    on_epoch: Callable[[int, int, float], None] | None = None,
+    on_epoch_state: Callable[[int, int, object], None] | None = None,
+) -> list[FitResult]:
+    """Train several runs of one shape as one vmapped program (SPEC section 5 for each).
+
+    Member ``i`` is ``models[i]`` trained at rate ``lrs[i]`` with the batch order of
+    ``seeds[i]``; members share labels, protocol and model structure (one arm and width). Parameters, AdamW states (the rate lives in the
+    state, ``optax.inject_hyperparams``) and batch orders are stacked on a leading
+    axis and every epoch runs as one ``jax.vmap`` of the epoch's ``lax.scan``, so
+    the seeds of a cell or the rates of a bracket share one dispatch per epoch.
+
+    A member's results equal its one-at-a-time run's (``fit``) up to float32
+    summation order — XLA reduces a batched program in another order — so the
+    accuracy curves agree and parameters to within about 1e-5 (tested). For a
+    fixed number of members the bits of a member do not depend on its position or
+    on the other members (which is why ``experiments.train_runs`` pads groups).
+    A member whose loss turns non-finite is recorded as diverged at that epoch and
+    ignored thereafter; the others go on.
+
+    Args:
+      models: S nnx modules mapping ``(n, d_in)`` to logits ``(n, 10)``, one graph; not mutated.
+      x_train: float32 inputs ``(n, d_in)`` shared by every member (a trained bank's
+        images), or ``(S, n, d_in)``, one per member (each frozen bank's features).
+      x_test: likewise ``(n_test, d_in)`` or ``(S, n_test, d_in)``.
+      y_train, y_test: int labels ``(n,)`` and ``(n_test,)``.
+      lrs, seeds: S rates and S batch-order seeds.
+      epochs, batch, weight_decay: SPEC section 5.
+      trainable_filter: nnx filter naming what trains; the rest is held fixed bit for bit.
+      on_epoch: called as ``on_epoch(member, epoch, test_acc)`` after each epoch (1-based).
+      on_epoch_state: called as ``on_epoch_state(member, epoch, trainable)`` with the
+        member's trainable ``nnx.State`` (a copy it may keep).
+    Returns: one FitResult per member, in order.
+    Raises: ValueError if ``n < batch``, if there is not one rate, seed (and
+      stacked input) per model, or if the models do not share one graph.
+    """
+    S = len(models)
+    x_axis, x_test_axis = (None if jnp.ndim(x) == 2 else 0 for x in (x_train, x_test))
+    if not S or not len(lrs) == len(seeds) == S or any(
+            axis == 0 and len(x) != S for axis, x in ((x_axis, x_train), (x_test_axis, x_test))):
+        raise ValueError(f"fit_batch needs one rate, seed (and stacked input) per model, got {S} models, "
+                         f"{len(lrs)} rates, {len(seeds)} seeds")
+    n = len(y_train)
+    if n < batch:
+        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
+    splits = [nnx.split(model, trainable_filter, ...) for model in models]
+    graphdef = splits[0][0]
+    if any(g != graphdef for g, _, _ in splits):
+        raise ValueError("fit_batch members must share one model structure (one arm and width)")
+    # Stacking copies, so donation never invalidates the models' own arrays.
+    trainable, rest = _stack([t for _, t, _ in splits]), _stack([r for _, _, r in splits])
+    # The rates live in the optimiser state, so one compiled program serves every rate.
+    tx = optimizer(1.0, weight_decay)
+    opt_state = jax.vmap(tx.init)(trainable)
+    opt_state.hyperparams["learning_rate"] = jnp.asarray(lrs, jnp.float32)
+    x_train, x_test, y_train, y_test = (jnp.asarray(a) for a in (x_train, x_test, y_train, y_test))
+    orders = np.stack([batch_orders(seed, n, batch, epochs) for seed in seeds], axis=1)  # (epochs, S, steps, batch)
+    results = [FitResult() for _ in range(S)]
+    for epoch in range(epochs):
+        trainable, opt_state, losses = _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x_train, y_train, jnp.asarray(orders[epoch]))
+        losses = np.asarray(losses)  # (S, steps)
+        live = [i for i in range(S) if results[i].diverged is None]
+        for i in live:
+            bad = np.flatnonzero(~np.isfinite(losses[i]))
+            if bad.size:
+                step = int(bad[0])
+                results[i].diverged = {"epoch": epoch + 1, "step": epoch * losses.shape[1] + step, "loss": str(float(losses[i, step]))}
+            elif not all(bool(jnp.isfinite(leaf[i]).all()) for leaf in jax.tree.leaves(trainable)):
+                # Parameters overflowed although the loss stayed finite (e.g. a huge rate): a divergence too.
+                results[i].diverged = {"epoch": epoch + 1, "step": (epoch + 1) * losses.shape[1] - 1,
+                                       "loss": str(float(losses[i, -1]))}
+        live = [i for i in live if results[i].diverged is None]
+        if not live:
+            break
+        accs = _accuracies(graphdef, x_test_axis, trainable, rest, x_test, y_test)
+        for i in live:
+            results[i].train_loss.append(float(losses[i].mean()))
+            results[i].curve.append(float(accs[i]))
+            if on_epoch:
+                on_epoch(i, epoch + 1, results[i].curve[-1])
+            if on_epoch_state:
+                on_epoch_state(i, epoch + 1, _member(trainable, i))
+    for i, result in enumerate(results):
+        result.trainable = _member(trainable, i)
+    return results
 
 
 def accuracy(graphdef, trainable, rest, x, y, chunk: int = 2500) -> float:
     """Test accuracy in percent of the merged model on ``x`` ``(n, d)``, ``y`` ``(n,)``."""
-    correct = sum(int(_correct(graphdef, trainable, rest, x[i : i + chunk], y[i : i + chunk])) for i in range(0, len(x), chunk))
-    return 100.0 * correct / len(x)
+    return float(_accuracies(graphdef, None, _stack([trainable]), _stack([rest]), jnp.asarray(x), jnp.asarray(y), chunk)[0])
 
 
 def fit(
@@ -117,53 +242,23 @@ def fit(
     on_epoch: Callable[[int, float], None] | None = None,
     on_epoch_state: Callable[[int, object], None] | None = None,
 ) -> FitResult:
-    """Train ``model`` in place of nothing: returns the final trainable state and curves.
+    """Train one run: ``fit_batch`` with a single member.
 
     Args:
       model: an nnx module mapping ``(n, d_in)`` to logits ``(n, 10)``; it is not mutated.
       x_train, y_train: ``(n, d_in)`` float32 inputs and ``(n,)`` int labels.
       x_test, y_test: evaluation split (the protocol evaluates on the test set).
       lr, epochs, batch, seed, weight_decay: SPEC section 5.
-      trainable_filter: nnx filter naming what trains (e.g. ``nnx.PathContains("head")``);
-        everything else is held fixed bit for bit.
+      trainable_filter: nnx filter naming what trains (e.g. ``nnx.PathContains("head")``).
       on_epoch: called as ``on_epoch(epoch, test_acc)`` after each epoch.
-      on_epoch_state: called as ``on_epoch_state(epoch, trainable)`` after each
-        epoch (1-based) with the trainable ``nnx.State``; its buffers are donated to
-        the next epoch, so copy what you keep (``jax.tree.map(np.array, trainable)``).
+      on_epoch_state: called as ``on_epoch_state(epoch, trainable)`` after each epoch
+        (1-based) with the trainable ``nnx.State``.
     Returns: FitResult; training stops at the first non-finite loss (diverged).
     Raises: ValueError if ``len(x_train) < batch``.
     """
-    n = len(x_train)
-    if n < batch:
-        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
-    graphdef, trainable, rest = nnx.split(model, trainable_filter, ...)
-    tx = optimizer(lr, weight_decay)
-    opt_state = tx.init(trainable)
-    x_train, y_train = jnp.asarray(x_train), jnp.asarray(y_train)
-    x_test, y_test = jnp.asarray(x_test), jnp.asarray(y_test)
-    orders = batch_orders(seed, n, batch, epochs)
-    result = FitResult()
-    for epoch in range(epochs):
-        # Copy so donation never invalidates the caller's (the model's) arrays.
-        if epoch == 0:
-            trainable = jax.tree.map(jnp.copy, trainable)
-        trainable, opt_state, losses = _epoch(graphdef, tx, trainable, opt_state, rest, x_train, y_train, jnp.asarray(orders[epoch]))
-        losses = np.asarray(losses)
-        bad = np.flatnonzero(~np.isfinite(losses))
-        if bad.size:
-            step = int(bad[0])
-            result.diverged = {"epoch": epoch + 1, "step": epoch * len(losses) + step, "loss": str(float(losses[step]))}
-            break
-        if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(trainable)):
-            # Parameters overflowed although the loss stayed finite (e.g. a huge rate): a divergence too.
-            step = epoch * len(losses) + len(losses) - 1
-            result.diverged = {"epoch": epoch + 1, "step": step, "loss": str(float(losses[-1]))}
-            break
-        result.train_loss.append(float(losses.mean()))
-        result.curve.append(accuracy(graphdef, trainable, rest, x_test, y_test))
-        if on_epoch:
-            on_epoch(epoch + 1, result.curve[-1])
-        if on_epoch_state:
-            on_epoch_state(epoch + 1, trainable)
-    result.trainable = trainable
-    return result
+    return fit_batch(
+        [model], x_train, y_train, x_test, y_test, lrs=[lr], seeds=[seed], epochs=epochs, batch=batch,
+        weight_decay=weight_decay, trainable_filter=trainable_filter,
+        on_epoch=(lambda _, e, a: on_epoch(e, a)) if on_epoch else None,
+        on_epoch_state=(lambda _, e, t: on_epoch_state(e, t)) if on_epoch_state else None,
+    )[0]

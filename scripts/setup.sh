@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-step set-up on a fresh Debian/Ubuntu machine: the Fashion-MNIST package
 # (unless LAZYLAB_DATA points elsewhere), Debian's chromium and chromedriver for the report's
-# browser test, a virtual environment in .venv, and lazylab with its test extras. Safe to run again.
+# browser test, a virtual environment in .venv, and lazylab with its test and Ray extras. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,7 @@ fi
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# [ray]: the Ray backend, which tests/test_ray.py runs on a local 2-CPU instance.
+.venv/bin/python -m pip install -q -e '.[test,ray]'
 # The example plugin (plugins/lazylab-rff): the suite tests plugin loading with it.
 .venv/bin/python -m pip install -q -e plugins/lazylab-rff

@@ -41,9 +41,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 # One tiny ladder, reused everywhere so that jax compiles each shape once per session:
-# yat-frozen at a fixed rate, 2 epochs on 2,048 images, 2 widths x 3 seeds = 6 runs.
-LADDER = ["ladder", "--arms", "yat-frozen", "--epochs", "2", "--train-size", "2048", "--lr", "0.1", "--no-figures"]
-WIDTHS, SEEDS, N_RUNS = "8,16", "0,1,2", 6
+# yat-frozen at a fixed rate, 2 epochs on 2,048 images, 4 widths x 3 seeds = 12 runs
+# (four groups: each width's seeds train as one program, so a signal can land between them).
+# No feature store: these tests are about run records (tests/test_feature_cache.py has the rest),
+# and a 2 MiB tmpfs holds records, not feature matrices.
+LADDER = ["ladder", "--arms", "yat-frozen", "--epochs", "2", "--train-size", "2048", "--lr", "0.1", "--no-figures",
+          "--cache-limit", "0"]
+WIDTHS, SEEDS, N_RUNS = "8,16,32,64", "0,1,2", 12
 PROTOCOL = dict(epochs=2, batch=256, train_size=2048, fan_in="unit")
 CLI = [sys.executable, "-m", "lazylab.cli"]
 WAIT_S = 240  # bound on any wait for a subprocess (a loaded 2-core CI box is slow)
@@ -178,12 +182,18 @@ def resume_and_compare(capsys, memo_dir: Path, kept: int, reference: dict, tmp_p
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_ladder_keeps_finished_runs_and_resumes_identically(sig, reference, tmp_path, capsys):
     memo_dir = tmp_path / "memo"
-    proc = spawn(tmp_path, *LADDER, "--widths", WIDTHS, "--seeds", SEEDS, "--cache-dir", memo_dir)
+    # A shell starts background jobs with SIGINT ignored, and the child would inherit that:
+    # give it Python's default (reset to SIG_DFL by exec) while it is spawned.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = spawn(tmp_path, *LADDER, "--widths", WIDTHS, "--seeds", SEEDS, "--cache-dir", memo_dir)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     wait_for_first_run(proc, memo_dir)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=WAIT_S)
     kept = assert_memo_sound(memo_dir)
-    assert 1 <= len(kept) < N_RUNS, "the signal must land mid-ladder"
+    assert 1 <= len(kept) < N_RUNS, f"the signal must land mid-ladder; stderr: {err}"
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
         assert "Traceback" not in err

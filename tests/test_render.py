@@ -109,7 +109,7 @@ def _forbid_compute(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("render recomputed something that is in the memo")
 
-    for mod, name in ((lazylab.experiments, "train_run"), (lazylab.experiments.trajectory, "trajectory_run"),
+    for mod, name in ((lazylab.experiments, "train_runs"), (lazylab.experiments.trajectory, "trajectory_run"),
                       (lazylab.experiments.gram, "make_bank"), (lazylab.experiments.readout, "train_readout"),
                       (lazylab.experiments.readout, "bank_features"), (lazylab.ntk.lab, "run_lab"),
                       (lazylab.ntk.lab, "sweep"), (lazylab.ntk.scalar, "run_scalar"), (lazylab.ntk.audit, "run_audit"),

@@ -11,7 +11,7 @@ from PIL import Image
 from lazylab.arms import get_arm
 from lazylab.cli import main
 from lazylab.errors import LazylabError
-from lazylab.experiments import Workspace, train_run
+from lazylab.experiments import Workspace, train_runs
 from lazylab.experiments import trajectory as T
 from lazylab.model import init_prototypes
 from lazylab.render.trajectory import MAX_GIF_BYTES, render_trajectory
@@ -60,7 +60,7 @@ def test_snapshot_hook_does_not_change_training(traj):
     ws, result = traj
     a = result.arms[0]
     cfg = ws.config(get_arm(a.arm), 16, 0, 0.03, epochs=2, batch=256, train_size=1024, fan_in="unit")
-    plain = train_run(ws, get_arm(a.arm), cfg)
+    plain = train_runs(ws, get_arm(a.arm), [cfg])[0]
     assert plain["curve"] == a.record["accuracy"][1:]
     assert plain["movement"]["unit_median"] == pytest.approx(a.record["travel_median"][-1], rel=1e-6)
     assert plain["scalars"]["end"] == pytest.approx(a.record["scalars"][-1], rel=1e-6)

@@ -7,6 +7,7 @@ or fetched from the memo.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from lazylab import data as fmnist
 from lazylab.arms import Arm
+from lazylab.backends import LocalBackend
 from lazylab.cache import Memo
 from lazylab.config import RunConfig
 
@@ -37,19 +39,23 @@ class Workspace:
     Args:
       data_dir: explicit data directory (else ``LAZYLAB_DATA``, else the Debian package's).
       cache_dir: memo directory (else ``LAZYLAB_CACHE``, else ``./cache``).
+      cache_limit: cap in bytes on the memo's feature store (None: ``lazylab.cache.DEFAULT_CACHE_LIMIT``,
+        8 GiB; 0 stores no features). Run records are never evicted.
     Raises: DataError if the data cannot be located; LazylabError if the memo cannot be opened.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, cache_dir: str | Path | None = None):
-        self.memo = Memo(cache_dir)
+    def __init__(self, data_dir: str | Path | None = None, cache_dir: str | Path | None = None,
+                 cache_limit: int | None = None):
+        self.memo = Memo(cache_dir, feature_limit=cache_limit)
         self.data_dir = fmnist.locate(data_dir)
         self.fingerprint = fmnist.fingerprint(self.data_dir, cache_dir=self.memo.directory)
         self._data: fmnist.FashionMNIST | None = None
-        self._features: tuple[tuple, tuple] | None = None  # one bank's features, reused across rates
+        self._features: tuple[str, tuple] | None = None  # (feature key, features) of one bank, reused across rates
         # Memo-only mode (``lazylab ladder --report``): nothing is trained; a cell
         # missing from the memo is listed in ``missing`` and stands in as a placeholder.
         self.memo_only = False
         self.missing: list[str] = []
+        self.backend = LocalBackend()  # where missing runs are computed (lazylab.backends)
 
     @property
     def data(self) -> fmnist.FashionMNIST:
@@ -63,6 +69,37 @@ class Workspace:
 
     def run_cell(self, arm: Arm, cfg: RunConfig, reporter: Reporter = Reporter()) -> dict:
         """The record of one training run, from the memo or computed and stored."""
+        return self.run_cells(arm, [cfg], reporter)[0]
+
+    def run_cells(self, arm: Arm, cfgs: list[RunConfig], reporter: Reporter = Reporter()) -> list[dict]:
+        """Records of several runs of ``arm``, in order: from the memo, or computed and stored.
+
+        The missing runs are grouped by ``batch_groups`` (the seeds of a cell, the
+        rates of a bracket) and computed by ``self.backend``; each record is stored,
+        then reported, as its group finishes. A record has the same bits whatever
+        its group (``train_runs`` pads groups to one program size), so a resumed or
+        recomputed run matches the first one.
+        """
+        unique = list(dict.fromkeys(cfgs))
+        found: dict[str, dict] = {}
+        for cfg in unique:
+            record = self._memo_record(cfg)
+            if record is not None:
+                found[cfg.key()] = record
+                reporter.done(cfg, record, cached=True)
+            elif self.memo_only:
+                self.missing.append(cfg.key())
+                found[cfg.key()] = missing_record(cfg)
+        todo = batch_groups([cfg for cfg in unique if cfg.key() not in found])
+        for group, records in self.backend.compute(self, arm, todo, reporter):
+            for cfg, record in zip(group, records):
+                self.memo.put_record(cfg.key(), record)
+                found[cfg.key()] = record
+                reporter.done(cfg, record, cached=False)
+        return [found[cfg.key()] for cfg in cfgs]
+
+    def _memo_record(self, cfg: RunConfig) -> dict | None:
+        """The stored record of ``cfg``, or None (absent, corrupt, or written for another configuration)."""
         record = self.memo.get_record(cfg.key())
         if record is not None and (not isinstance(record, dict) or record.get("config") != json_config(cfg)):
             # A sealed entry written for another configuration (an older cache schema, a
@@ -72,27 +109,48 @@ class Workspace:
             self.memo.problems.append(f"memo entry {cfg.key()} was written for another configuration "
                                       f"(cache schema {schema}, expected {cfg.schema}); recomputing")
             record = None
-        if record is not None:
-            reporter.done(cfg, record, cached=True)
-            return record
-        if self.memo_only:
-            self.missing.append(cfg.key())
-            return missing_record(cfg)
-        reporter.start(cfg)
-        record = train_run(self, arm, cfg, lambda e, a: reporter.epoch(cfg, e, a))
-        self.memo.put_record(cfg.key(), record)
-        reporter.done(cfg, record, cached=False)
         return record
 
     def bank_features(self, arm: Arm, cfg: RunConfig, model) -> tuple:
-        """Train and test features of a frozen bank, kept in memory for the next rate of a bracket."""
+        """Train ``(train_size, m)`` and test ``(n_test, m)`` float32 features of a frozen bank, as jax arrays.
+
+        Kept in memory for the next rate of a bracket; across processes, kept in the
+        memo's feature store when ``lazylab.cache.worth_storing`` says loading them back
+        beats recomputing them (the policy, measured in docs/performance.md). The entry's
+        key holds everything that determines the features: unit, plugin, init, width,
+        seed, fan-in, training-set size and data fingerprint. ``model.feat`` is the bank
+        (unused when the features come from the store).
+        """
+        import jax
+
+        from lazylab.cache import worth_storing
+        from lazylab.config import CACHE_SCHEMA, memo_key
         from lazylab.model import features
 
-        ident = (arm.unit.name, arm.init, arm.distribution, cfg.width, cfg.seed, cfg.fan_in, cfg.train_size)
-        if self._features is None or self._features[0] != ident:
+        key = memo_key("bankfeat", {"kind": "bank-features", "unit": arm.unit.name, "plugin": arm.plugin,
+                                    "init": arm.init, "width": cfg.width, "seed": cfg.seed, "fan_in": cfg.fan_in,
+                                    "train_size": cfg.train_size, "data": cfg.data, "schema": CACHE_SCHEMA})
+        if self._features is None or self._features[0] != key:
             self._features = None  # free the old bank's features first
             d = self.data
-            self._features = (ident, (features(model.feat, d.x_train[: cfg.train_size]), features(model.feat, d.x_test)))
+            shapes = {"train": (cfg.train_size, cfg.width), "test": (len(d.y_test), cfg.width)}
+            stored = self.memo.get_features(key)
+            if stored is not None and {k: (a.shape, a.dtype) for k, a in stored.items()} != \
+                    {k: (s, np.dtype(np.float32)) for k, s in shapes.items()}:
+                self.memo.problems.append(f"feature entry {key} holds other shapes; recomputing")
+                stored = None
+            if stored is not None:
+                # may_alias: on CPU jax adopts the freshly read (64-byte aligned) arrays instead of copying them.
+                pair = (jax.device_put(stored.pop("train"), may_alias=True),
+                        jax.device_put(stored.pop("test"), may_alias=True))
+            else:
+                t0 = time.perf_counter()
+                pair = jax.block_until_ready((features(model.feat, d.x_train[: cfg.train_size]),
+                                              features(model.feat, d.x_test)))
+                # Compile time included: a recomputation in a later process pays it too.
+                if worth_storing(time.perf_counter() - t0, sum(f.nbytes for f in pair), self.memo.feature_limit):
+                    self.memo.put_features(key, {"train": pair[0], "test": pair[1]})
+            self._features = (key, pair)
         return self._features[1]
 
 
@@ -106,52 +164,95 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
     W0 = np.asarray(W0, np.float64)
     W1 = np.asarray(W1, np.float64)
     per_unit = np.linalg.norm(W1 - W0, axis=1) / np.maximum(np.linalg.norm(W0, axis=1), 1e-30)
+    # Not np.linalg.norm of the matrix: its BLAS dot sums in an order that depends on the
+    # BLAS thread count, so a Ray worker (one thread) and the driver would differ in the last bit.
     return {
-        "w_move_rel": float(np.linalg.norm(W1 - W0) / np.linalg.norm(W0)),
+        "w_move_rel": float(np.sqrt(np.sum(np.square(W1 - W0))) / np.sqrt(np.sum(np.square(W0)))),
         "unit_median": float(np.median(per_unit)),
         "unit_max": float(np.max(per_unit)),
     }
 
 
-def train_run(ws: Workspace, arm: Arm, cfg: RunConfig, on_epoch=None) -> dict:
-    """Train one arm per SPEC section 5 and return its JSON-serialisable record.
+# Runs up to this width train in groups of exactly BATCH_MEMBERS, padded with
+# copies of the first run: per-step overhead dominates there, and a program of
+# one fixed size gives each run the same bits whatever it is grouped with
+# (bench/vmap_seeds.py measures the gain). Wider runs fill the cores alone.
+BATCH_MAX_WIDTH = 256
+BATCH_MEMBERS = 4  # a bracket's grid, or a cell's seeds
 
-    Frozen arms train only the head, on features computed once from the bank
-    (the same experiment as step-by-step training; see tests). Trained arms
-    train every parameter.
+
+def batch_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """Split runs into groups that train as one vmapped program (``train.fit_batch``).
+
+    Runs group together when they differ only in seed and rate and their width is at
+    most ``BATCH_MAX_WIDTH``; a group holds at most ``BATCH_MEMBERS`` runs. Order
+    within and across groups follows ``cfgs``.
     """
+    groups: dict[RunConfig, list[RunConfig]] = {}
+    for cfg in cfgs:
+        shape = dataclasses.replace(cfg, seed=0, lr=0.0) if cfg.width <= BATCH_MAX_WIDTH else cfg
+        groups.setdefault(shape, []).append(cfg)
+    return [g[i : i + BATCH_MEMBERS] for g in groups.values() for i in range(0, len(g), BATCH_MEMBERS)]
+
+
+def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) -> list[dict]:
+    """Train runs of ``arm`` that share a shape (one ``batch_groups`` group) per SPEC section 5.
+
+    Frozen arms train only the head, on features computed once per bank (the same
+    experiment as step-by-step training; see tests). Trained arms train every
+    parameter. The runs train together as one vmapped program (``fit_batch``).
+
+    Args:
+      ws: the workspace (data and bank features).
+      arm: the arm every run belongs to.
+      cfgs: runs differing only in seed and rate.
+      on_epoch: called as ``on_epoch(cfg, epoch, test_acc)`` after each epoch of each run.
+    Returns: one JSON-serialisable record per run, in order; ``seconds`` is the
+      group's wall time divided among its ``batch_size`` runs.
+    """
+    import jax.numpy as jnp
     from flax import nnx
 
     from lazylab.model import bank_scalars, build_model
-    from lazylab.train import fit
+    from lazylab.train import fit_batch
 
     t0 = time.perf_counter()
-    d = ws.data.subset(train_size=cfg.train_size)
-    model = build_model(arm, cfg.width, cfg.seed, d.x_train, cfg.fan_in)
-    W0 = np.array(model.feat.W[...])
-    scalars0 = bank_scalars(model.feat)
-    protocol = dict(lr=cfg.lr, epochs=cfg.epochs, batch=cfg.batch, seed=cfg.seed, weight_decay=cfg.weight_decay, on_epoch=on_epoch)
+    first = cfgs[0]
+    members = cfgs + [first] * (BATCH_MEMBERS - len(cfgs)) if first.width <= BATCH_MAX_WIDTH else cfgs
+    d = ws.data.subset(train_size=first.train_size)
+    models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in dict.fromkeys(members)}
+    W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
+    scalars0 = {c: bank_scalars(model.feat) for c, model in models.items()}
+    protocol = dict(lrs=[c.lr for c in members], seeds=[c.seed for c in members], epochs=first.epochs,
+                    batch=first.batch, weight_decay=first.weight_decay,
+                    on_epoch=(lambda i, e, a: on_epoch(cfgs[i], e, a) if i < len(cfgs) else None) if on_epoch else None)
     if arm.trained:
-        res = fit(model, d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
-        nnx.update(model, res.trainable)
+        results = fit_batch([models[c] for c in members], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
-        f_train, f_test = ws.bank_features(arm, cfg, model)
-        res = fit(model.head, f_train, d.y_train, f_test, d.y_test, **protocol)
-        nnx.update(model.head, res.trainable)
-    record = {
-        "key": cfg.key(),
-        "config": json_config(cfg),
-        "best_acc": res.best_acc,
-        "final_acc": res.final_acc,
-        "best_epoch": (int(np.argmax(res.curve)) + 1) if res.best_acc is not None else None,
-        "curve": res.curve,
-        "train_loss": res.train_loss,
-        "diverged": res.diverged,
-        "scalars": {"start": scalars0, "end": None if res.diverged else bank_scalars(model.feat)},
-        "movement": None if res.diverged else movement(W0, np.asarray(model.feat.W[...])),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    return record
+        feats = [ws.bank_features(arm, c, models[c]) for c in members]
+        results = fit_batch([models[c].head for c in members], jnp.stack([f[0] for f in feats]), d.y_train,
+                            jnp.stack([f[1] for f in feats]), d.y_test, **protocol)
+        del feats
+    seconds = round((time.perf_counter() - t0) / len(cfgs), 3)
+    records = []
+    for cfg, res in zip(cfgs, results):
+        model, w0, s0 = models[cfg], W0[cfg], scalars0[cfg]
+        nnx.update(model if arm.trained else model.head, res.trainable)
+        records.append({
+            "key": cfg.key(),
+            "config": json_config(cfg),
+            "best_acc": res.best_acc,
+            "final_acc": res.final_acc,
+            "best_epoch": (int(np.argmax(res.curve)) + 1) if res.best_acc is not None else None,
+            "curve": res.curve,
+            "train_loss": res.train_loss,
+            "diverged": res.diverged,
+            "scalars": {"start": s0, "end": None if res.diverged else bank_scalars(model.feat)},
+            "movement": None if res.diverged else movement(w0, np.asarray(model.feat.W[...])),
+            "seconds": seconds,
+            "batch_size": len(members),
+        })
+    return records
 
 
 def missing_record(cfg: RunConfig) -> dict:

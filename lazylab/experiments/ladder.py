@@ -107,6 +107,8 @@ def summarise(records: list[dict]) -> dict:
 def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter()) -> LadderResult:
     """Bracket (unless ``plan.lr``), then train every (arm, width, seed) cell, memoized.
 
+    The rates of a bracket and the seeds of a cell train together (``Workspace.run_cells``).
+
     Returns: LadderResult with one ArmSummary per arm and every run record.
     """
     reporter.plan(plan.n_runs())
@@ -114,18 +116,18 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     for arm in plan.arms:
         summary = ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr)
         if plan.lr is None:
-            scores = {}
-            for lr in arm.unit.grid(arm.trained):
-                rec = ws.run_cell(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()), reporter)
-                scores[lr] = rec["best_acc"]
-                runs[rec["key"]] = rec
+            grid = arm.unit.grid(arm.trained)
+            bracket = ws.run_cells(arm, [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()) for lr in grid], reporter)
+            runs.update((r["key"], r) for r in bracket)
+            scores = {lr: r["best_acc"] for lr, r in zip(grid, bracket)}
             summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
             summary.lr = choose_rate(scores)
         if summary.lr is not None:
-            for width in plan.widths:
-                records = [ws.run_cell(arm, ws.config(arm, width, seed, summary.lr, **plan.protocol()), reporter) for seed in plan.seeds]
-                runs.update((r["key"], r) for r in records)
-                summary.cells[width] = summarise(records)
+            cfgs = [ws.config(arm, width, seed, summary.lr, **plan.protocol()) for width in plan.widths for seed in plan.seeds]
+            records = ws.run_cells(arm, cfgs, reporter)
+            runs.update((r["key"], r) for r in records)
+            for i, width in enumerate(plan.widths):
+                summary.cells[width] = summarise(records[i * len(plan.seeds) : (i + 1) * len(plan.seeds)])
         summaries.append(summary)
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),

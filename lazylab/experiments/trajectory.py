@@ -191,10 +191,9 @@ def bracket_rate(ws: Workspace, arm: Arm, plan: TrajectoryPlan, reporter: Report
     """
     from lazylab.experiments.ladder import choose_rate
 
-    scores = {}
-    for lr in arm.unit.grid(True):
-        cfg = ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.bracket_protocol())
-        scores[lr] = ws.run_cell(arm, cfg, reporter)["best_acc"]
+    grid = arm.unit.grid(True)
+    records = ws.run_cells(arm, [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.bracket_protocol()) for lr in grid], reporter)
+    scores = {lr: r["best_acc"] for lr, r in zip(grid, records)}
     return choose_rate(scores), {repr(lr): acc for lr, acc in scores.items()}
 
 
@@ -263,20 +262,45 @@ def load_or_run(ws: Workspace, arm: Arm, tcfg: TrajectoryConfig, reporter: Repor
 
     Returns ``(record, snapshots, cached)``.
     """
+    return load_or_run_many(ws, [(arm, tcfg)], reporter)[0]
+
+
+def _memo_trajectory(ws: Workspace, tcfg: TrajectoryConfig) -> tuple[dict, np.ndarray] | None:
+    """The stored record and snapshots of ``tcfg``, or None unless both are present and consistent."""
     record = ws.memo.get_record(tcfg.key())
     if record is not None:
         arrays = ws.memo.get_arrays(tcfg.arrays_key())
         snaps = None if arrays is None else arrays.get("snapshots")
         if snaps is not None and snaps.shape[0] == len(record["epochs"]) and snaps.shape[1] == tcfg.snapshots:
-            reporter.done(tcfg.run, record, cached=True)
-            return record, snaps, True
-    reporter.start(tcfg.run)
-    record, snaps = trajectory_run(ws, arm, tcfg, lambda e, a: reporter.epoch(tcfg.run, e, a))
-    # Arrays first: a record in the memo then always has its snapshots stored.
-    ws.memo.put_arrays(tcfg.arrays_key(), {"snapshots": snaps})
-    ws.memo.put_record(tcfg.key(), record)
-    reporter.done(tcfg.run, record, cached=False)
-    return record, snaps, False
+            return record, snaps
+    return None
+
+
+def load_or_run_many(ws: Workspace, items: list[tuple[Arm, TrajectoryConfig]],
+                     reporter: Reporter = Reporter()) -> list[tuple[dict, np.ndarray, bool]]:
+    """``load_or_run`` for several trajectories: the missing ones are computed by ``ws.backend``.
+
+    On the Ray backend each trajectory is one task and they run at once; either way only
+    this process writes the memo, storing each trajectory as it arrives.
+    Returns ``(record, snapshots, cached)`` per item, in order.
+    """
+    out: list = [None] * len(items)
+    missing = []
+    for i, (arm, tcfg) in enumerate(items):
+        stored = _memo_trajectory(ws, tcfg)
+        if stored is not None:
+            reporter.done(tcfg.run, stored[0], cached=True)
+            out[i] = (*stored, True)
+        else:
+            missing.append(i)
+    for j, record, snaps in ws.backend.trajectories(ws, [items[i] for i in missing], reporter):
+        tcfg = items[missing[j]][1]
+        # Arrays first: a record in the memo then always has its snapshots stored.
+        ws.memo.put_arrays(tcfg.arrays_key(), {"snapshots": snaps})
+        ws.memo.put_record(tcfg.key(), record)
+        reporter.done(tcfg.run, record, cached=False)
+        out[missing[j]] = (record, snaps, False)
+    return out
 
 
 def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Reporter()) -> TrajectoryResult:
@@ -286,18 +310,23 @@ def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Rep
     """
     validate(plan)
     reporter.plan(plan.n_runs())
-    arms, notes = [], []
+    todo, notes_of = [], {arm.name: [] for arm in plan.arms}  # notes kept in arm order
     for arm in plan.arms:
         if plan.lr is None:
             lr, bracket = bracket_rate(ws, arm, plan, reporter)
             if lr is None:
-                notes.append(f"{arm.name}: every rate of its grid diverged in bracketing; skipped (pass --lr)")
+                notes_of[arm.name].append(f"{arm.name}: every rate of its grid diverged in bracketing; skipped (pass --lr)")
                 continue
             source = "bracket"
         else:
             lr, bracket, source = plan.lr, {}, "given"
-        tcfg = TrajectoryConfig(ws.config(arm, plan.width, plan.seed, lr, **plan.protocol()), plan.snapshots)
-        record, snaps, cached = load_or_run(ws, arm, tcfg, reporter)
+        todo.append((arm, lr, bracket, source,
+                     TrajectoryConfig(ws.config(arm, plan.width, plan.seed, lr, **plan.protocol()), plan.snapshots)))
+    # Every arm's trajectory at once: on the Ray backend they run in parallel.
+    done = load_or_run_many(ws, [(arm, tcfg) for arm, *_, tcfg in todo], reporter)
+    arms = []
+    for (arm, lr, bracket, source, tcfg), (record, snaps, cached) in zip(todo, done):
+        notes = notes_of[arm.name]
         images = prototypes_are_images(arm, snaps.shape[-1])
         if not images:
             notes.append(f"{arm.name}: its prototypes are not images ({arm.plugin}); curves only, no prototype picture")
@@ -305,6 +334,7 @@ def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Rep
             dv = record["diverged"]
             notes.append(f"{arm.name}: diverged at epoch {dv['epoch']} (loss {dv['loss']}); curves stop at epoch {dv['epoch'] - 1}")
         arms.append(ArmTrajectory(arm.name, arm.plugin, arm.init, lr, source, bracket, record, snaps, images, cached))
+    notes = [note for arm in plan.arms for note in notes_of[arm.name]]
     plan_json = {
         "arms": [a.name for a in plan.arms], "width": plan.width, "seed": plan.seed, "snapshots": plan.snapshots,
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),

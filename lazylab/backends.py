@@ -1,0 +1,342 @@
+"""Where missing runs are computed: in this process, or as tasks on a Ray cluster.
+
+A backend takes groups of runs (``experiments.batch_groups``) and yields each
+group with its records as it finishes; the caller (``Workspace.run_cells``, on
+the driver) alone writes the memo.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Iterator
+
+import numpy as np
+
+from lazylab.errors import LazylabError
+
+
+class LocalBackend:
+    """Computes each group in this process, one after the other."""
+
+    def compute(self, ws, arm, groups: list[list], reporter) -> Iterator[tuple[list, list[dict]]]:
+        """Yield ``(group, records)`` for each group of ``RunConfig`` in order (``experiments.train_runs``)."""
+        from lazylab.experiments import train_runs
+
+        for group in groups:
+            for cfg in group:
+                reporter.start(cfg)
+            yield group, train_runs(ws, arm, group, reporter.epoch)
+
+    def trajectories(self, ws, items: list, reporter) -> Iterator[tuple[int, dict, np.ndarray]]:
+        """Yield ``(i, record, snapshots)`` for each ``items[i] = (arm, TrajectoryConfig)`` in order
+        (``experiments.trajectory.trajectory_run``)."""
+        from lazylab.experiments import trajectory as T
+
+        for i, (arm, tcfg) in enumerate(items):
+            reporter.start(tcfg.run)
+            record, snaps = T.trajectory_run(ws, arm, tcfg, lambda e, a, run=tcfg.run: reporter.epoch(run, e, a))
+            yield i, record, snaps
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# ------------------------------------------------------------------------ Ray
+RAY_HINT = "pip install 'lazylab[ray]'"
+# jax/XLA settings a worker takes from the driver's environment when set there.
+FORWARDED_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
+                 "XLA_FLAGS", "JAX_PLATFORMS")
+# Several tasks may share one GPU: by default none grabs 75 % of its memory up front.
+DEFAULT_WORKER_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+# LAZYLAB_* paths name places on the driver's machine; a worker resolves its own (see WorkerWorkspace).
+NOT_FORWARDED = ("LAZYLAB_DATA", "LAZYLAB_CACHE", "LAZYLAB_OUT")
+WAIT_SECONDS = 0.5  # ray.wait slices, so that a Ctrl-C on the driver is seen promptly
+
+
+def worker_env(environ=None) -> dict[str, str]:
+    """Environment variables every Ray task runs with: jax memory settings and lazylab's plugin settings.
+
+    ``XLA_PYTHON_CLIENT_PREALLOCATE`` defaults to ``"false"``; the other ``FORWARDED_ENV``
+    names and every ``LAZYLAB_*`` setting (``LAZYLAB_ARMS``, ``LAZYLAB_STRICT_PLUGINS``, ...)
+    but the paths in ``NOT_FORWARDED`` are copied from ``environ`` (default ``os.environ``) when set.
+    """
+    environ = os.environ if environ is None else environ
+    env = dict(DEFAULT_WORKER_ENV)
+    for name, value in environ.items():
+        if name in FORWARDED_ENV or (name.startswith("LAZYLAB_") and name not in NOT_FORWARDED):
+            env[name] = value
+    return env
+
+
+def ray_available() -> bool:
+    """Whether ``import ray`` works here (Ray is the optional extra ``lazylab[ray]``)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class RayBackend:
+    """Computes each group of runs (or each trajectory) as one Ray task; only the driver writes the memo.
+
+    Every missing group is submitted at once and yielded as its task finishes, so the
+    driver stores each group as it arrives. A task gets the arm's name and plugin, the
+    runs as canonical JSON and the driver's data directory; it opens no memo (see
+    ``WorkerWorkspace``) and checks that its data has the driver's fingerprint.
+
+    Args:
+      address: a running cluster (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``); None starts
+        a local instance on first use. If Ray is already initialised in this process it is reused.
+      num_cpus, num_gpus: Ray resources each task claims (they bound how many tasks run at once
+        on a node; jax itself still uses every core the task's process sees).
+    Raises: LazylabError (one line) if Ray is not installed.
+    """
+
+    def __init__(self, address: str | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0):
+        # Ray's C++ core would print its retries (e.g. a refused token, once a second) on stderr;
+        # it reads this when ray is first imported.
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+        # A local instance would otherwise report usage statistics to Ray's servers on the user's behalf.
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not ray_available():
+            raise LazylabError(f"--backend ray needs Ray, which is not installed: {RAY_HINT}")
+        self.address = address
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self.env = worker_env()
+        self.tasks = 0  # tasks submitted (0 on a fully memoized run: Ray is then not even started)
+        self._started = False  # whether this backend started Ray (and so shuts it down)
+        self._pending: dict = {}  # ObjectRef -> what it computes, until it is stored
+        self._remotes: dict = {}
+
+    def where(self) -> str:
+        """Where tasks run, in words."""
+        return f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+
+    def _ray(self):
+        """The ``ray`` module, initialised (connecting or starting a local instance on first use)."""
+        import logging
+        import warnings
+
+        import ray
+
+        if not ray.is_initialized():
+            try:
+                with warnings.catch_warnings():  # Ray Client warns before it raises: keep the error one line
+                    warnings.simplefilter("ignore")
+                    ray.init(address=self.address, include_dashboard=False if self.address is None else None,
+                             log_to_driver=False, logging_level=logging.ERROR)
+            except Exception as exc:  # ConnectionError, RuntimeError, ValueError, grpc errors: one line
+                doing = f"connect to the Ray cluster at {self.address}" if self.address else "start a local Ray instance"
+                raise LazylabError(f"cannot {doing}: {_one_line(exc)} (see docs/scaling.md)") from None
+            self._started = True
+        return ray
+
+    def _submit(self, fn, what, *args):
+        """Submit ``fn(*args)`` as a task; ``what`` comes back with its result from ``_as_done``."""
+        ray = self._ray()
+        if fn not in self._remotes:  # one RemoteFunction per function: Ray exports it once
+            self._remotes[fn] = ray.remote(fn).options(num_cpus=self.num_cpus, num_gpus=self.num_gpus,
+                                                       runtime_env={"env_vars": self.env})
+        ref = self._remotes[fn].remote(*args)
+        self._pending[ref] = what
+        self.tasks += 1
+        return ref
+
+    def _as_done(self) -> Iterator[tuple[object, object]]:
+        """Yield ``(what, result)`` of each pending task as it finishes; cancel the rest on any exit."""
+        import ray
+
+        try:
+            while self._pending:
+                ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=WAIT_SECONDS)
+                for ref in ready:
+                    what = self._pending.pop(ref)
+                    yield what, _get(ray, ref)
+        finally:
+            self.cancel()
+
+    def compute(self, ws, arm, groups: list[list], reporter) -> Iterator[tuple[list, list[dict]]]:
+        """Yield ``(group, records)`` for each group of ``RunConfig`` as its task finishes (any order).
+
+        Each group runs ``experiments.train_runs`` in one task on a ``WorkerWorkspace``.
+        Raises: LazylabError (one line) for a worker whose data, plugin or lazylab differ
+        from the driver's, or a task that failed; the exception a task raised otherwise.
+        """
+        data_dir = str(ws.data_dir)
+        for group in groups:
+            self._submit(_ray_train_runs, group, arm.name, arm.plugin, [c.canonical() for c in group],
+                         [c.key() for c in group], data_dir)
+        yield from self._as_done()
+
+    def trajectories(self, ws, items: list, reporter) -> Iterator[tuple[int, dict, np.ndarray]]:
+        """Yield ``(i, record, snapshots)`` for each ``items[i] = (arm, TrajectoryConfig)`` as its task finishes.
+
+        Each runs ``experiments.trajectory.trajectory_run`` in one task; ``snapshots`` is float32
+        ``(E + 1, snapshots, d)``. Raises as ``compute``.
+        """
+        data_dir = str(ws.data_dir)
+        for i, (arm, tcfg) in enumerate(items):
+            reporter.start(tcfg.run)
+            self._submit(_ray_trajectory, i, arm.name, arm.plugin, tcfg.run.canonical(), tcfg.snapshots,
+                         tcfg.key(), data_dir)
+        for i, (record, snaps) in self._as_done():
+            yield i, record, np.array(snaps)  # a writable copy of the object store's read-only array
+
+    def cancel(self) -> None:
+        """Cancel every task not yet returned (their results are dropped; stored ones stay in the memo)."""
+        if self._pending:
+            import ray
+
+            for ref in self._pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # already finished, or its worker already gone
+                    pass
+            self._pending.clear()
+
+    def close(self) -> None:
+        """Cancel what is pending and shut Ray down if this backend started it."""
+        self.cancel()
+        if self._started:
+            import ray
+
+            ray.shutdown()
+            self._started = False
+
+
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """``exc``'s message on one line (Ray's often span several), cut to ``limit`` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _get(ray, ref):
+    """``ray.get(ref)``; a task's own exception is re-raised as itself, Ray's failures as one LazylabError line."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        return ray.get(ref)
+    except RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise LazylabError(f"a Ray task failed: {_one_line(exc)}") from None
+    except RayError as exc:  # a worker or node died, out of memory, cancelled
+        raise LazylabError(f"a Ray task failed: {type(exc).__name__}: {_one_line(exc)}") from None
+
+
+# -------------------------------------------------------------- on the worker
+class WorkerWorkspace:
+    """What ``train_runs`` and ``trajectory_run`` need on a Ray worker: the data, and bank features in memory.
+
+    No memo: a worker neither reads nor writes the driver's cache. The data is the driver's
+    directory if this node has it there, else this node's own (``LAZYLAB_DATA`` or the Debian
+    package); either way its fingerprint must equal the driver's (``check``).
+
+    Raises: DataError (one line, naming the node) if neither holds Fashion-MNIST.
+    """
+
+    def __init__(self, driver_dir: str):
+        from lazylab import data as fmnist
+        from lazylab.errors import DataError
+
+        try:
+            self.data_dir = fmnist.locate(driver_dir)
+        except DataError:
+            try:
+                self.data_dir = fmnist.locate(None)
+            except DataError as exc:
+                raise DataError(f"Ray worker on {socket.gethostname()}: Fashion-MNIST is not at the driver's "
+                                f"{driver_dir} nor found here ({exc})") from None
+        self.data = fmnist.load(self.data_dir)
+        self.fingerprint = self.data.fingerprint
+        self._features: tuple[tuple, tuple] | None = None  # (bank, features): one bank, reused across rates
+
+    def check(self, fingerprint: str) -> None:
+        """Raise LazylabError unless this node's data is the driver's (``fingerprint``, ``RunConfig.data``)."""
+        if fingerprint != self.fingerprint:
+            raise LazylabError(f"Ray worker on {socket.gethostname()}: Fashion-MNIST at {self.data_dir} has fingerprint "
+                               f"{self.fingerprint}, the driver's has {fingerprint}; install the same files on every "
+                               "node (or point LAZYLAB_DATA there to them)")
+
+    def bank_features(self, arm, cfg, model) -> tuple:
+        """Train ``(train_size, m)`` and test ``(n_test, m)`` float32 features of ``model.feat`` (as ``Workspace.bank_features``)."""
+        import jax
+
+        from lazylab.model import features
+
+        bank = (arm.name, arm.plugin, cfg.width, cfg.seed, cfg.fan_in, cfg.train_size, cfg.data)
+        if self._features is None or self._features[0] != bank:
+            self._features = None
+            pair = jax.block_until_ready((features(model.feat, self.data.x_train[: cfg.train_size]),
+                                          features(model.feat, self.data.x_test)))
+            self._features = (bank, pair)
+        return self._features[1]
+
+
+_WORKER_WORKSPACES: dict[str, WorkerWorkspace] = {}  # per worker process: the data is loaded once
+
+
+def _worker_setup(arm_name: str, plugin: str, driver_dir: str):
+    """The arm and workspace of a task, checked against the driver's plugin."""
+    from lazylab.arms import get_arm
+
+    host = socket.gethostname()
+    try:
+        arm = get_arm(arm_name)
+    except LazylabError as exc:
+        raise LazylabError(f"Ray worker on {host}: {exc} (install the same plugins on every node)") from None
+    if arm.plugin != plugin:
+        raise LazylabError(f"Ray worker on {host}: {arm_name} comes from {arm.plugin} here but from {plugin} on the "
+                           "driver; install the same lazylab and plugins on every node")
+    if driver_dir not in _WORKER_WORKSPACES:
+        _WORKER_WORKSPACES[driver_dir] = WorkerWorkspace(driver_dir)
+    return arm, _WORKER_WORKSPACES[driver_dir]
+
+
+def _version_mismatch(what: str) -> str:
+    return (f"Ray worker on {socket.gethostname()}: its lazylab reads {what} configurations differently from the "
+            "driver's; install the same lazylab version on every node")
+
+
+def _run_config(canonical: str, key: str | None):
+    """The driver's ``RunConfig`` rebuilt from its canonical JSON, refused unless it has the driver's ``key`` (if given)."""
+    import json
+
+    from lazylab.config import RunConfig
+
+    try:
+        cfg = RunConfig(**json.loads(canonical))
+    except TypeError:  # a field this lazylab does not know
+        raise LazylabError(_version_mismatch("run")) from None
+    if key is not None and cfg.key() != key:
+        raise LazylabError(_version_mismatch("run"))
+    return cfg
+
+
+def _ray_train_runs(arm_name: str, plugin: str, canonicals: list[str], keys: list[str], driver_dir: str) -> list[dict]:
+    """Ray task: ``train_runs`` of one group, on this worker's data; the records go back to the driver."""
+    from lazylab.experiments import train_runs
+
+    arm, ws = _worker_setup(arm_name, plugin, driver_dir)
+    cfgs = [_run_config(c, k) for c, k in zip(canonicals, keys)]
+    for cfg in cfgs:
+        ws.check(cfg.data)
+    return train_runs(ws, arm, cfgs)
+
+
+def _ray_trajectory(arm_name: str, plugin: str, canonical: str, snapshots: int, key: str,
+                    driver_dir: str) -> tuple[dict, np.ndarray]:
+    """Ray task: one ``trajectory_run``; its record and snapshots go back to the driver."""
+    from lazylab.experiments.trajectory import TrajectoryConfig, trajectory_run
+
+    arm, ws = _worker_setup(arm_name, plugin, driver_dir)
+    run = _run_config(canonical, None)
+    tcfg = TrajectoryConfig(run, snapshots)
+    if tcfg.key() != key:
+        raise LazylabError(_version_mismatch("trajectory"))
+    ws.check(run.data)
+    return trajectory_run(ws, arm, tcfg)
