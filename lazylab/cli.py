@@ -451,8 +451,6 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
            no_figures, report, climb_widths, climb_gain, data_dir, cache_dir, cache_limit, backend, address,
            task_cpus, task_gpus):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from lazylab.experiments import Workspace
     from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
 
@@ -480,13 +478,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         ws.memo_only = True
         result = run_ladder(ws, plan)
     else:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        try:
-            with Progress(*columns, console=err, transient=True) as progress:
-                reporter = ProgressReporter(progress)
-                result = run_ladder(ws, plan, reporter)
-        finally:  # also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled
-            backend.close()
+        result, reporter = _sweep(backend, run_ladder, ws, plan)
     analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain)
     for line in ws.memo.problems:
         click.echo(line, err=True)
@@ -556,8 +548,6 @@ def _scalars_text(start: dict, end: dict) -> str:
 def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, data_dir, cache_dir,
                backend, address, task_cpus, task_gpus):
     """Watch trained prototypes travel: snapshots, travel and accuracy per epoch, and two GIFs."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from lazylab.experiments import Workspace
     from lazylab.experiments.trajectory import TrajectoryPlan, run_trajectory, validate
     from lazylab.render.trajectory import render_trajectory
@@ -571,13 +561,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     out_dir = writable_dir(out_dir or default_out() / "trajectory", "--out")
     ws = Workspace(data_dir, cache_dir)
     ws.backend = backend
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=err, transient=True) as progress:
-            reporter = ProgressReporter(progress)
-            result = run_trajectory(ws, plan, reporter)
-    finally:  # also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled
-        backend.close()
+    result, reporter = _sweep(backend, run_trajectory, ws, plan)
     for line in ws.memo.problems:
         click.echo(line, err=True)
     out.print(f"trajectories: m={width}, {epochs} epochs on {train_size} training images, seed {seed}; "
@@ -622,6 +606,17 @@ def _progress():
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err, transient=True)
+
+
+def _sweep(backend, experiment, ws, plan):
+    """``(experiment(ws, plan, reporter), reporter)`` under a progress bar, then ``backend.close()``,
+    also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled."""
+    try:
+        with _progress() as progress:
+            reporter = ProgressReporter(progress)
+            return experiment(ws, plan, reporter), reporter
+    finally:
+        backend.close()
 
 
 def _compute_then_draw(ws, compute, draw, path: Path):
