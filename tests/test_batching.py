@@ -77,20 +77,23 @@ def test_members_of_different_structure_are_refused(fmnist):
 
 
 def test_batch_groups_join_seeds_and_rates_of_one_shape_only(tmp_path):
-    base = dict(arm="yat-frozen", plugin="lazylab 0", epochs=2, train_size=2048)
     from lazylab.config import RunConfig
 
+    trained = get_arm("yat-trained")
+    base = dict(arm=trained.name, plugin=trained.plugin, epochs=2, train_size=2048)
     cfgs = [RunConfig(width=w, seed=s, lr=lr, **base) for w in (16, 2048) for s in (0, 1, 2) for lr in (0.1, 0.3)]
-    groups = batch_groups(cfgs)
+    groups = batch_groups(trained, cfgs)
     narrow = [g for g in groups if g[0].width == 16]
     assert [len(g) for g in narrow] == [4, 2]  # six runs of one shape, at most four per group
     assert all(len(g) == 1 for g in groups if g[0].width == 2048)  # wide runs train alone
     assert sorted(c.key() for g in groups for c in g) == sorted(c.key() for c in cfgs)
     other = dataclasses.replace(cfgs[0], epochs=3)
-    assert len(batch_groups([cfgs[0], other])) == 2  # another protocol is another program
+    assert len(batch_groups(trained, [cfgs[0], other])) == 2  # another protocol is another program
+    frozen = get_arm("yat-frozen")
+    assert all(len(g) == 1 for g in batch_groups(frozen, [dataclasses.replace(c, arm=frozen.name) for c in cfgs]))
 
 
-@pytest.mark.parametrize("arm_name", ["yat-frozen", "relu-trained"])
+@pytest.mark.parametrize("arm_name", ["yat-trained", "relu-trained"])
 def test_a_runs_record_is_the_same_bits_whatever_it_is_grouped_with(fmnist, memo_dir, arm_name):
     """Groups are padded to one program size, so resuming or re-requesting a run never changes its record."""
     ws = Workspace(None, memo_dir)

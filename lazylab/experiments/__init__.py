@@ -90,7 +90,7 @@ class Workspace:
             elif self.memo_only:
                 self.missing.append(cfg.key())
                 found[cfg.key()] = missing_record(cfg)
-        todo = batch_groups([cfg for cfg in unique if cfg.key() not in found])
+        todo = batch_groups(arm, [cfg for cfg in unique if cfg.key() not in found])
         for group, records in self.backend.compute(self, arm, todo, reporter):
             for cfg, record in zip(group, records):
                 self.memo.put_record(cfg.key(), record)
@@ -173,24 +173,30 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
     }
 
 
-# Runs up to this width train in groups of exactly BATCH_MEMBERS, padded with
-# copies of the first run: per-step overhead dominates there, and a program of
-# one fixed size gives each run the same bits whatever it is grouped with
-# (bench/vmap_seeds.py measures the gain). Wider runs fill the cores alone.
-BATCH_MAX_WIDTH = 256
+# Trained runs up to this width train in groups of exactly BATCH_MEMBERS, padded
+# with copies of the first run: a program of one fixed size gives each run the same
+# bits whatever it is grouped with. Only there does batching pay on this 2-core CPU
+# (bench/vmap_seeds.py, docs/performance.md: 1.49x at m = 16, 1.10x at 64, 0.87x
+# at 256; a frozen head on stored features is already faster alone). Other runs train alone.
+BATCH_MAX_WIDTH = 64
 BATCH_MEMBERS = 4  # a bracket's grid, or a cell's seeds
 
 
-def batch_groups(cfgs: list[RunConfig]) -> list[list[RunConfig]]:
-    """Split runs into groups that train as one vmapped program (``train.fit_batch``).
+def batched(arm: Arm, width: int) -> bool:
+    """Whether runs of ``arm`` at ``width`` train in vmapped groups (``train_runs``)."""
+    return arm.trained and width <= BATCH_MAX_WIDTH
 
-    Runs group together when they differ only in seed and rate and their width is at
-    most ``BATCH_MAX_WIDTH``; a group holds at most ``BATCH_MEMBERS`` runs. Order
-    within and across groups follows ``cfgs``.
+
+def batch_groups(arm: Arm, cfgs: list[RunConfig]) -> list[list[RunConfig]]:
+    """Split runs of ``arm`` into groups that train as one vmapped program (``train.fit_batch``).
+
+    Runs group together when ``batched(arm, width)`` and they differ only in seed and
+    rate; a group holds at most ``BATCH_MEMBERS`` runs; every other run is a group of
+    its own. Order within and across groups follows ``cfgs``.
     """
     groups: dict[RunConfig, list[RunConfig]] = {}
     for cfg in cfgs:
-        shape = dataclasses.replace(cfg, seed=0, lr=0.0) if cfg.width <= BATCH_MAX_WIDTH else cfg
+        shape = dataclasses.replace(cfg, seed=0, lr=0.0) if batched(arm, cfg.width) else cfg
         groups.setdefault(shape, []).append(cfg)
     return [g[i : i + BATCH_MEMBERS] for g in groups.values() for i in range(0, len(g), BATCH_MEMBERS)]
 
@@ -218,7 +224,7 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
 
     t0 = time.perf_counter()
     first = cfgs[0]
-    members = cfgs + [first] * (BATCH_MEMBERS - len(cfgs)) if first.width <= BATCH_MAX_WIDTH else cfgs
+    members = cfgs + [first] * (BATCH_MEMBERS - len(cfgs)) if batched(arm, first.width) else cfgs
     d = ws.data.subset(train_size=first.train_size)
     models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in dict.fromkeys(members)}
     W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
@@ -230,9 +236,10 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
         results = fit_batch([models[c] for c in members], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
         feats = [ws.bank_features(arm, c, models[c]) for c in members]
-        results = fit_batch([models[c].head for c in members], jnp.stack([f[0] for f in feats]), d.y_train,
-                            jnp.stack([f[1] for f in feats]), d.y_test, **protocol)
-        del feats
+        # One run's features as they are; several runs' stacked (each has its own bank).
+        split = (lambda i: feats[0][i]) if len(feats) == 1 else (lambda i: jnp.stack([f[i] for f in feats]))
+        results = fit_batch([models[c].head for c in members], split(0), d.y_train, split(1), d.y_test, **protocol)
+        del feats, split
     seconds = round((time.perf_counter() - t0) / len(cfgs), 3)
     records = []
     for cfg, res in zip(cfgs, results):
