@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lazylab.arms import get_arm
-from lazylab.experiments import Workspace, batch_groups, train_runs
+from lazylab.experiments import BATCH_MEMBERS, Workspace, batch_groups, train_runs
 from lazylab.model import build_model, features
 from lazylab.train import fit, fit_batch
 
@@ -84,7 +84,7 @@ def test_batch_groups_join_seeds_and_rates_of_one_shape_only(tmp_path):
     cfgs = [RunConfig(width=w, seed=s, lr=lr, **base) for w in (16, 2048) for s in (0, 1, 2) for lr in (0.1, 0.3)]
     groups = batch_groups(trained, cfgs)
     narrow = [g for g in groups if g[0].width == 16]
-    assert [len(g) for g in narrow] == [4, 2]  # six runs of one shape, at most four per group
+    assert [len(g) for g in narrow] == [BATCH_MEMBERS] * 2  # six runs of one shape, three per group
     assert all(len(g) == 1 for g in groups if g[0].width == 2048)  # wide runs train alone
     assert sorted(c.key() for g in groups for c in g) == sorted(c.key() for c in cfgs)
     other = dataclasses.replace(cfgs[0], epochs=3)
@@ -104,7 +104,7 @@ def test_a_runs_record_is_the_same_bits_whatever_it_is_grouped_with(fmnist, memo
     alone = [train_runs(ws, arm, [c])[0] for c in cfgs]
     reordered = train_runs(ws, arm, cfgs[::-1])[::-1]
     for t, a, r in zip(together, alone, reordered):
-        assert t["batch_size"] == a["batch_size"] == 4
+        assert t["batch_size"] == a["batch_size"] == BATCH_MEMBERS
         without_timing = lambda rec: {k: v for k, v in rec.items() if k != "seconds"}
         assert without_timing(t) == without_timing(a) == without_timing(r)
     assert len({t["best_acc"] for t in together}) > 1

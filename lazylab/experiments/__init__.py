@@ -175,11 +175,11 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
 
 # Trained runs up to this width train in groups of exactly BATCH_MEMBERS, padded
 # with copies of the first run: a program of one fixed size gives each run the same
-# bits whatever it is grouped with. Only there does batching pay on this 2-core CPU
-# (bench/vmap_seeds.py, docs/performance.md: 1.49x at m = 16, 1.10x at 64, 0.87x
-# at 256; a frozen head on stored features is already faster alone). Other runs train alone.
-BATCH_MAX_WIDTH = 64
-BATCH_MEMBERS = 4  # a bracket's grid, or a cell's seeds
+# bits whatever it is grouped with. Batching pays there on this 2-core CPU
+# (bench/vmap_seeds.py, docs/performance.md: 1.5x at m = 16, 1.3x at 64 and 256);
+# a frozen head on stored features is faster alone. Other runs train alone.
+BATCH_MAX_WIDTH = 256
+BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds: no padding in the paper preset
 
 
 def batched(arm: Arm, width: int) -> bool:
