@@ -7,7 +7,8 @@ test accuracy after every epoch.
 
 The fast path follows the flax NNX guidance: ``nnx.split`` once, then one
 pure ``jax.jit`` program per epoch (a ``lax.scan`` over the epoch's batches)
-over state pytrees, and ``nnx.merge`` inside. What trains is chosen by a
+over state pytrees, and ``nnx.merge`` inside; ``fit_batch`` runs several runs
+of one shape as one ``jax.vmap`` of that program, and ``fit`` is its one-run case. What trains is chosen by a
 filter on the model's state, so a frozen bank can be trained step by step
 (bank in the forward pass) or, equivalently, as a head on stored features.
 """
@@ -141,10 +142,11 @@ def fit_batch(
     """Train several runs of one shape as one vmapped program (SPEC section 5 for each).
 
     Member ``i`` is ``models[i]`` trained at rate ``lrs[i]`` with the batch order of
-    ``seeds[i]``; members share labels, protocol and model structure (one arm and width). Parameters, AdamW states (the rate lives in the
-    state, ``optax.inject_hyperparams``) and batch orders are stacked on a leading
-    axis and every epoch runs as one ``jax.vmap`` of the epoch's ``lax.scan``, so
-    the seeds of a cell or the rates of a bracket share one dispatch per epoch.
+    ``seeds[i]``; members share labels, protocol and model structure (one arm and
+    width). Parameters, AdamW states (the rate lives in the state,
+    ``optax.inject_hyperparams``) and batch orders are stacked on a leading axis
+    and every epoch runs as one ``jax.vmap`` of the epoch's ``lax.scan``, so the
+    seeds of a cell or the rates of a bracket share one dispatch per epoch.
 
     A member's results equal its one-at-a-time run's (``fit``) up to float32
     summation order — XLA reduces a batched program in another order — so the
