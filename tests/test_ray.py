@@ -20,7 +20,8 @@ from lazylab.errors import LazylabError
 
 LADDER = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "8,16", "--seeds", "0,1", "--epochs", "1",
           "--train-size", "2048", "--lr", "0.1", "--no-figures"]
-N_RUNS = 8  # 2 arms x 2 widths x 2 seeds; 4 groups (one per arm and width), so 4 Ray tasks
+N_RUNS = 8  # 2 arms x 2 widths x 2 seeds: yat-trained's seeds of a width train together, yat-frozen's
+# runs alone (experiments.batched), so 6 Ray tasks
 
 
 # ------------------------------------------------------------ without Ray
@@ -155,8 +156,8 @@ def test_interrupt_keeps_stored_groups_and_cancels_the_rest(ray_instance, tmp_pa
 
     ws = Workspace(cache_dir=tmp_path / "memo")
     backend = ws.backend = RayBackend()
-    arm = get_arm("yat-frozen")
-    cfgs = _tiny_cfgs(ws, arm, [8, 16, 32])  # three groups, three tasks
+    arm = get_arm("yat-trained")
+    cfgs = _tiny_cfgs(ws, arm, [8, 16, 32])  # three groups (each width's two seeds), three tasks
     with pytest.raises(KeyboardInterrupt):
         ws.run_cells(arm, cfgs, Interrupt())
     stored = [c for c in cfgs if ws.memo.get_record(c.key()) is not None]
