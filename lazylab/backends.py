@@ -123,6 +123,7 @@ class RayBackend:
         import ray
 
         if not ray.is_initialized():
+            _check_reachable(self.address)
             try:
                 with warnings.catch_warnings():  # Ray Client warns before it raises: keep the error one line
                     warnings.simplefilter("ignore")
@@ -205,6 +206,29 @@ class RayBackend:
 
             ray.shutdown()
             self._started = False
+
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse a ``HOST:PORT`` cluster address that does not accept a TCP connection.
+
+    ``ray.init`` retries such an address for as long as Ray's GCS reconnect timeout
+    allows (over ten minutes, printing a warning every few seconds); a plain socket
+    answers within ``CONNECT_TIMEOUT_S``. ``auto``, ``ray://`` (Ray Client has its
+    own timeout) and None (a local instance) are left to Ray.
+    Raises: LazylabError (one line) if the address is malformed or unreachable.
+    """
+    if address is None or address == "auto" or address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise LazylabError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)} "
+                           "(expected HOST:PORT of a running head node, auto, or ray://HOST:10001; "
+                           "see docs/scaling.md)") from None
 
 
 def _one_line(exc: BaseException, limit: int = 400) -> str:

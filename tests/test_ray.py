@@ -43,6 +43,16 @@ def test_bad_ray_options(capsys, memo_dir, option):
     assert_one_line_error(code, err, option[0])
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "nonsense-host.invalid:6379", "no-port"])
+def test_an_unreachable_cluster_address_is_one_line_at_once(capsys, memo_dir, address):
+    if not ray_available():
+        pytest.skip("needs Ray")
+    t = time.monotonic()
+    code, _, err = run(capsys, *LADDER, "--backend", "ray", "--address", address)
+    assert_one_line_error(code, err, f"cannot connect to the Ray cluster at {address}")
+    assert time.monotonic() - t < 60  # Ray itself would retry for over ten minutes
+
+
 def test_ray_missing_says_how_to_install_it(capsys, memo_dir, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "ray", None)  # `import ray` now raises ImportError
     for command in (LADDER, ["trajectory"]):
