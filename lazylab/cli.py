@@ -1128,6 +1128,11 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_l
         out.print(f"wrote to {out_dir}")
 
 
+def _computing_render_options(f):
+    """The options of a render command that may compute quick-ladder runs: preset and feature cap too."""
+    return _preset_option(cache_limit_option(_render_options(f)))
+
+
 @cli.group()
 def render():
     """Every picture from the memo (computing what is missing), and one results page. See docs/render.md."""
@@ -1141,27 +1146,21 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir):
 
 
 @render.command("figures")
-@_preset_option
-@cache_limit_option
-@_render_options
+@_computing_render_options
 def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
     _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
 @render.command("report")
-@_preset_option
-@cache_limit_option
-@_render_options
+@_computing_render_options
 def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """report.html: every GIF and figure, the ladder table with fits and gaps, the NTK audit, configs and versions."""
     _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
 @render.command("all")
-@_preset_option
-@cache_limit_option
-@_render_options
+@_computing_render_options
 def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     """Run gifs, then figures, then report (each picture drawn at most once)."""
     _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)

@@ -115,6 +115,13 @@ def _accuracies(graphdef, x_axis, trainable, rest, x, y, chunk: int = 2500) -> n
     return 100.0 * correct / n
 
 
+@jax.jit
+def _finite_members(trainable) -> jax.Array:
+    """``(S,)`` bools: whether every parameter of member ``i`` is finite."""
+    leaves = jax.tree.leaves(trainable)
+    return jnp.stack([jnp.isfinite(leaf.reshape(leaf.shape[0], -1)).all(axis=1) for leaf in leaves]).all(axis=0)
+
+
 def _stack(trees):
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
 
@@ -198,12 +205,14 @@ def fit_batch(
         trainable, opt_state, losses = _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x_train, y_train, jnp.asarray(orders[epoch]))
         losses = np.asarray(losses)  # (S, steps)
         live = [i for i in range(S) if results[i].diverged is None]
+        # One pass over the stacked parameters: which members are still all finite.
+        finite = np.asarray(_finite_members(trainable))
         for i in live:
             bad = np.flatnonzero(~np.isfinite(losses[i]))
             if bad.size:
                 step = int(bad[0])
                 results[i].diverged = {"epoch": epoch + 1, "step": epoch * losses.shape[1] + step, "loss": str(float(losses[i, step]))}
-            elif not all(bool(jnp.isfinite(leaf[i]).all()) for leaf in jax.tree.leaves(trainable)):
+            elif not finite[i]:
                 # Parameters overflowed although the loss stayed finite (e.g. a huge rate): a divergence too.
                 results[i].diverged = {"epoch": epoch + 1, "step": (epoch + 1) * losses.shape[1] - 1,
                                        "loss": str(float(losses[i, -1]))}
