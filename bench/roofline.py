@@ -1,25 +1,34 @@
 """Roofline for a ladder preset: measured wall time against its FLOP-bound limit.
 
-Usage: .venv/bin/python bench/roofline.py [--preset quick|paper] [--cache-dir DIR]
+Usage: .venv/bin/python bench/roofline.py [--preset quick|paper] [--backend local|ray] [--cache-dir DIR]
 
 Steps, all in one run (these machines are noisy, so only ratios measured
 together mean anything):
 1. Measure this machine's float32 matmul throughput with jax at the
    protocol's shapes: a batch of 256 images against an (d, m) bank, and a
-   4096-image feature chunk against it, for every width in the preset.
+   4096-image feature chunk against it, for every width in the preset. Each
+   shape is measured two ways and the better counts: one process using every
+   core, and one single-threaded process per core running at once (their sum).
 2. Count the preset's floating-point work (matmul terms only; the
    elementwise terms are O(1/d) of it): per run, bank features or bank
    forward/backward, head forward/backward, and test evaluation each epoch.
-3. Run the preset's ladder on a fresh memo and time it.
+3. Run the preset's ladder on a fresh memo and time it, in this process
+   (``--backend local``) or as tasks on a local Ray instance, one
+   single-threaded worker per core (``--backend ray``).
 4. Print wall time, the FLOP-bound limit (sum over terms of flops / measured
-   throughput at that term's shape), their ratio, and peak resident memory.
+   throughput at that term's shape), their ratio, and peak memory: this
+   process's peak RSS, or with Ray the peak of the summed RSS of this process
+   and every process it started (Ray's own and its workers), sampled each second.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import resource
 import tempfile
+import threading
 import time
 
 import jax
@@ -41,6 +50,86 @@ def matmul_gflops(n: int, k: int, m: int, seconds: float = 0.3) -> float:
         f(a, b).block_until_ready()
         best = min(best, time.perf_counter() - t)
     return 2.0 * n * k * m / best / 1e9
+
+
+def sustained_gflops(n: int, k: int, m: int, barrier, seconds: float) -> float:
+    """Throughput (GFLOP/s) of back-to-back ``(n, k) @ (k, m)`` products over ``seconds``, started at ``barrier``.
+
+    An average, not a best-of: with several processes multiplying at once, a best
+    single product would catch a moment when the others paused.
+    """
+    a = jax.random.normal(jax.random.key(0), (n, k), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (k, m), jnp.float32)
+    f = jax.jit(lambda a, b: a @ b)
+    f(a, b).block_until_ready()
+    barrier.wait()  # every process multiplies the same shape at the same time
+    count, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        f(a, b).block_until_ready()
+        count += 1
+    return 2.0 * n * k * m * count / (time.perf_counter() - t0) / 1e9
+
+
+def _single_thread_worker(shapes, seconds, barrier, results) -> None:
+    """One of the concurrent single-threaded processes."""
+    for shape in shapes:
+        results.put((shape, sustained_gflops(*shape, barrier, seconds)))
+
+
+def concurrent_gflops(shapes: list[tuple], processes: int, seconds: float = 1.0) -> dict[tuple, float]:
+    """Summed throughput (GFLOP/s) per shape of ``processes`` single-threaded processes multiplying at once."""
+    from lazylab.backends import cpu_thread_flags
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    saved = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = cpu_thread_flags(1)  # read by each spawned child's jax
+    try:
+        procs = [ctx.Process(target=_single_thread_worker, args=(shapes, seconds, barrier, results)) for _ in range(processes)]
+        for p in procs:
+            p.start()
+        total: dict[tuple, float] = {}
+        for _ in range(processes * len(shapes)):
+            shape, g = results.get()
+            total[shape] = total.get(shape, 0.0) + g
+        for p in procs:
+            p.join()
+    finally:
+        if saved is None:
+            del os.environ["XLA_FLAGS"]
+        else:
+            os.environ["XLA_FLAGS"] = saved
+    return total
+
+
+class TreeMemory:
+    """Peak of the summed RSS (bytes) of this process and all its descendants, sampled every ``period`` s."""
+
+    def __init__(self, period: float = 1.0):
+        import psutil
+
+        self.peak, self._stop = 0, threading.Event()
+        self._me = psutil.Process()
+        self._thread = threading.Thread(target=self._sample, args=(period,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, period: float) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            total = 0
+            for proc in [self._me, *self._me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:  # exited between listing and reading
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(period)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
 
 
 def run_terms(trained: bool, m: int, epochs: int, n_train: int) -> list[tuple[str, float, tuple]]:
@@ -80,37 +169,50 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="quick")
+    ap.add_argument("--backend", choices=("local", "ray"), default="local",
+                    help="run the preset in this process, or on a local Ray instance with one worker per core")
     ap.add_argument("--cache-dir", default=None, help="memo for the timed run (default: a fresh temporary one)")
     args = ap.parse_args()
     preset = PRESETS[args.preset]
 
-    throughput: dict[tuple, float] = {}
-    flops_total, bound_s = 0.0, 0.0
-    for _, trained, m in preset_runs(preset):
-        for _, flops, shape in run_terms(trained, m, preset["epochs"], preset["train_size"]):
-            if shape not in throughput:
-                throughput[shape] = matmul_gflops(*shape)
-            flops_total += flops
-            bound_s += flops / (throughput[shape] * 1e9)
-    peak = max(throughput.values())
-    print(f"matmul throughput: peak {peak:.1f} GFLOP/s over {len(throughput)} protocol shapes")
-    for shape, g in sorted(throughput.items()):
-        print(f"  {shape[0]:>5} x {shape[1]:>5} @ {shape[1]:>5} x {shape[2]:>5}: {g:8.1f} GFLOP/s")
+    terms = [term for _, trained, m in preset_runs(preset)
+             for term in run_terms(trained, m, preset["epochs"], preset["train_size"])]
+    shapes = sorted({shape for _, _, shape in terms})
+    one = {shape: matmul_gflops(*shape) for shape in shapes}
+    cores = os.cpu_count() or 1
+    many = concurrent_gflops(shapes, cores) if cores > 1 else one
+    throughput = {shape: max(one[shape], many[shape]) for shape in shapes}
+    flops_total = sum(flops for _, flops, _ in terms)
+    bound_s = sum(flops / (throughput[shape] * 1e9) for _, flops, shape in terms)
+    print(f"matmul throughput (GFLOP/s): one process on {cores} cores | {cores} single-threaded processes at once")
+    for shape in shapes:
+        print(f"  {shape[0]:>5} x {shape[1]:>5} @ {shape[1]:>5} x {shape[2]:>5}: {one[shape]:8.1f} | {many[shape]:8.1f}")
+    print(f"peak {max(throughput.values()):.1f} GFLOP/s; the limit uses the better of the two at each shape")
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(None, args.cache_dir or tmp)
+        if args.backend == "ray":
+            from lazylab.backends import RayBackend
+
+            ws.backend = RayBackend(num_cpus=1.0)
+            memory = TreeMemory()
         plan = LadderPlan(arms=parse_arms(",".join(preset["arms"])), widths=preset["widths"],
                           seeds=preset["seeds"], epochs=preset["epochs"], train_size=preset["train_size"])
         t = time.perf_counter()
         run_ladder(ws, plan)
         wall = time.perf_counter() - t
+        ws.backend.close()
         ws.memo.close()
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB on Linux
-    print(f"preset {args.preset}: {len(preset_runs(preset))} runs, {flops_total / 1e12:.2f} TFLOP (matmul terms)")
+    if args.backend == "ray":
+        peak_mem, what = memory.stop() / 2**30, "peak summed RSS (driver, Ray, workers)"
+    else:
+        peak_mem, what = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "peak RSS"  # KiB -> GiB
+    print(f"preset {args.preset} ({args.backend} backend): {len(preset_runs(preset))} runs, "
+          f"{flops_total / 1e12:.2f} TFLOP (matmul terms)")
     print(f"wall time        {wall:8.1f} s")
     print(f"FLOP-bound limit {bound_s:8.1f} s")
     print(f"ratio            {wall / bound_s:8.2f}x")
-    print(f"peak RSS         {peak_rss:8.2f} GiB")
+    print(f"{what}  {peak_mem:.2f} GiB")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ from lazylab.errors import LazylabError
 class LocalBackend:
     """Computes each group in this process, one after the other."""
 
-    def compute(self, ws, arm, groups: list[list], reporter) -> Iterator[tuple[list, list[dict]]]:
-        """Yield ``(group, records)`` for each group of ``RunConfig`` in order (``experiments.train_runs``)."""
+    def compute(self, ws, groups: list[tuple], reporter) -> Iterator[tuple[list, list[dict]]]:
+        """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` in order (``experiments.train_runs``)."""
         from lazylab.experiments import train_runs
 
-        for group in groups:
+        for arm, group in groups:
             for cfg in group:
                 reporter.start(cfg)
             yield group, train_runs(ws, arm, group, reporter.epoch)
@@ -69,6 +69,32 @@ def worker_env(environ=None) -> dict[str, str]:
     return env
 
 
+def cpu_thread_flags(task_cpus: float) -> str:
+    """``XLA_FLAGS`` that give a task's jax as many CPU threads as the cores it claims.
+
+    Left alone, every task's XLA uses every core of its node, so tasks sharing a node
+    contend. One single-threaded process per core does more work than one process
+    using every core: XLA's elementwise and optimiser passes, which are memory-bound,
+    run on one thread either way (docs/performance.md: 1.25x at m = 4096 and 1.5x at
+    8192 for trained arms on 2 cores). The thread count does not change results:
+    XLA's CPU matmuls split output blocks, not sums (tests/test_ray.py compares
+    single-threaded Ray workers with the driver bit for bit).
+    """
+    threads = max(1, int(task_cpus))
+    if threads == 1:
+        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return f"intra_op_parallelism_threads={threads}"
+
+
+FROZEN_COST = 0.1  # a frozen run's time relative to a trained run of its width (paper run: 21 s vs 240 s at 8192)
+
+
+def group_cost(arm, group: list) -> float:
+    """Rough relative cost of training ``group`` (runs of ``arm`` of one shape): width x epochs x images x runs."""
+    cfg = group[0]
+    return cfg.width * cfg.epochs * cfg.train_size * len(group) * (1.0 if arm.trained else FROZEN_COST)
+
+
 def ray_available() -> bool:
     """Whether ``import ray`` works here (Ray is the optional extra ``lazylab[ray]``)."""
     try:
@@ -90,7 +116,8 @@ class RayBackend:
       address: a running cluster (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``); None starts
         a local instance on first use. If Ray is already initialised in this process it is reused.
       num_cpus, num_gpus: Ray resources each task claims (they bound how many tasks run at once
-        on a node; jax itself still uses every core the task's process sees).
+        on a node). A CPU task's XLA uses ``int(num_cpus)`` threads (at least one; ``cpu_thread_flags``)
+        unless ``XLA_FLAGS`` is set on the driver, which is then forwarded as it is.
     Raises: LazylabError (one line) if Ray is not installed.
     """
 
@@ -106,6 +133,9 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.env = worker_env()
+        # On CPU, a task's jax gets the cores the task claims, unless XLA_FLAGS was set by the user.
+        if num_gpus == 0:
+            self.env.setdefault("XLA_FLAGS", cpu_thread_flags(num_cpus))
         self.tasks = 0  # tasks submitted (0 on a fully memoized run: Ray is then not even started)
         self._started = False  # whether this backend started Ray (and so shuts it down)
         self._pending: dict = {}  # ObjectRef -> what it computes, until it is stored
@@ -159,15 +189,17 @@ class RayBackend:
         finally:
             self.cancel()
 
-    def compute(self, ws, arm, groups: list[list], reporter) -> Iterator[tuple[list, list[dict]]]:
-        """Yield ``(group, records)`` for each group of ``RunConfig`` as its task finishes (any order).
+    def compute(self, ws, groups: list[tuple], reporter) -> Iterator[tuple[list, list[dict]]]:
+        """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` as its task finishes (any order).
 
         Each group runs ``experiments.train_runs`` in one task on a ``WorkerWorkspace``.
+        Tasks are submitted costliest first (``group_cost``), so the last tasks to
+        finish are short ones and no worker idles long at the end.
         Raises: LazylabError (one line) for a worker whose data, plugin or lazylab differ
         from the driver's, or a task that failed; the exception a task raised otherwise.
         """
         data_dir = str(ws.data_dir)
-        for group in groups:
+        for arm, group in sorted(groups, key=lambda ag: -group_cost(*ag)):
             self._submit(_ray_train_runs, group, arm.name, arm.plugin, [c.canonical() for c in group],
                          [c.key() for c in group], data_dir)
         yield from self._as_done()

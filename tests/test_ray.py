@@ -18,10 +18,12 @@ from cli_helpers import assert_one_line_error, lines, run
 from lazylab.backends import RayBackend, ray_available, worker_env
 from lazylab.errors import LazylabError
 
-LADDER = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "8,16", "--seeds", "0,1", "--epochs", "1",
+# m = 1024: products big enough that the driver's XLA splits them over both cores while a
+# task's (one claimed CPU) runs single-threaded, and the records must still agree bit for bit.
+LADDER = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "8,16,1024", "--seeds", "0,1", "--epochs", "1",
           "--train-size", "2048", "--lr", "0.1", "--no-figures"]
-N_RUNS = 8  # 2 arms x 2 widths x 2 seeds: yat-trained's seeds of a width train together, yat-frozen's
-# runs alone (experiments.batched), so 6 Ray tasks
+N_RUNS = 12  # 2 arms x 3 widths x 2 seeds: yat-trained's seeds of a width up to 256 train together,
+# the other runs alone (experiments.batched), so 10 Ray tasks
 
 
 # ------------------------------------------------------------ without Ray
@@ -131,11 +133,30 @@ def test_second_ray_ladder_recomputes_nothing(ladders, capsys):
 def test_tasks_get_the_jax_settings(ray_instance, monkeypatch):
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".25")
     backend = RayBackend()
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     backend._submit(lambda names: {n: __import__("os").environ.get(n) for n in names}, "probe",
-                    ["XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION"])
+                    ["XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_FLAGS"])
     [(what, env)] = list(backend._as_done())
     assert what == "probe"
-    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".25"}
+    # One claimed core: one XLA thread (cpu_thread_flags).
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".25",
+                   "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+
+
+@pytest.mark.parametrize("cpus, gpus, given, expected", [
+    (2.0, 0.0, None, "intra_op_parallelism_threads=2"),
+    (0.5, 0.0, None, "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"),
+    (1.0, 0.0, "--xla_dump_to=/tmp/x", "--xla_dump_to=/tmp/x"),  # the user's flags win
+    (1.0, 1.0, None, None),  # a GPU task: no CPU thread settings
+])
+def test_task_threads_follow_claimed_cpus(monkeypatch, cpus, gpus, given, expected):
+    if given is None:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("XLA_FLAGS", given)
+    if not ray_available():
+        monkeypatch.setattr("lazylab.backends.ray_available", lambda: True)
+    assert RayBackend(num_cpus=cpus, num_gpus=gpus).env.get("XLA_FLAGS") == expected
 
 
 def _tiny_cfgs(ws, arm, widths):
@@ -151,7 +172,7 @@ def test_a_worker_with_other_data_fails_in_one_line(ray_instance, tmp_path):
     arm = get_arm("yat-frozen")
     cfg = dataclasses.replace(_tiny_cfgs(ws, arm, [8])[0], data="0" * 16)
     with pytest.raises(LazylabError) as exc:
-        ws.run_cells(arm, [cfg])
+        ws.run_cells([(arm, cfg)])
     assert "fingerprint" in str(exc.value) and "0" * 16 in str(exc.value) and len(lines(str(exc.value))) == 1
     assert ws.memo.get_record(cfg.key()) is None
 
@@ -169,7 +190,7 @@ def test_interrupt_keeps_stored_groups_and_cancels_the_rest(ray_instance, tmp_pa
     arm = get_arm("yat-trained")
     cfgs = _tiny_cfgs(ws, arm, [8, 16, 32])  # three groups (each width's two seeds), three tasks
     with pytest.raises(KeyboardInterrupt):
-        ws.run_cells(arm, cfgs, Interrupt())
+        ws.run_cells([(arm, c) for c in cfgs], Interrupt())
     stored = [c for c in cfgs if ws.memo.get_record(c.key()) is not None]
     # Each record is stored, then reported: the interrupt in the first report keeps that one run.
     assert len(stored) == 1

@@ -69,34 +69,42 @@ class Workspace:
 
     def run_cell(self, arm: Arm, cfg: RunConfig, reporter: Reporter = Reporter()) -> dict:
         """The record of one training run, from the memo or computed and stored."""
-        return self.run_cells(arm, [cfg], reporter)[0]
+        return self.run_cells([(arm, cfg)], reporter)[0]
 
-    def run_cells(self, arm: Arm, cfgs: list[RunConfig], reporter: Reporter = Reporter()) -> list[dict]:
-        """Records of several runs of ``arm``, in order: from the memo, or computed and stored.
+    def run_cells(self, cells: list[tuple[Arm, RunConfig]], reporter: Reporter = Reporter()) -> list[dict]:
+        """Records of several runs, each ``(arm, cfg)``, in order: from the memo, or computed and stored.
 
-        The missing runs are grouped by ``batch_groups`` (the seeds of a cell, the
-        rates of a bracket) and computed by ``self.backend``; each record is stored,
-        then reported, as its group finishes. A record has the same bits whatever
-        its group (``train_runs`` pads groups to one program size), so a resumed or
-        recomputed run matches the first one.
+        The missing runs are grouped per arm by ``batch_groups`` (the seeds of a cell,
+        the rates of a bracket) and all groups, of every arm, go to ``self.backend`` at
+        once (a concurrent backend keeps every worker busy); each record is stored, then
+        reported, as its group finishes. A record has the same bits whatever its group
+        (``train_runs`` pads groups to one program size), so a resumed or recomputed run
+        matches the first one.
         """
-        unique = list(dict.fromkeys(cfgs))
+        todo: dict[str, tuple[Arm, list[RunConfig]]] = {}  # by arm name: that arm's missing runs
         found: dict[str, dict] = {}
-        for cfg in unique:
+        seen: set[str] = set()
+        for arm, cfg in cells:
+            key = cfg.key()
+            if key in seen:  # one run asked for twice (a bracket run that is also a ladder cell)
+                continue
+            seen.add(key)
             record = self._memo_record(cfg)
             if record is not None:
-                found[cfg.key()] = record
+                found[key] = record
                 reporter.done(cfg, record, cached=True)
             elif self.memo_only:
-                self.missing.append(cfg.key())
-                found[cfg.key()] = missing_record(cfg)
-        todo = batch_groups(arm, [cfg for cfg in unique if cfg.key() not in found])
-        for group, records in self.backend.compute(self, arm, todo, reporter):
+                self.missing.append(key)
+                found[key] = missing_record(cfg)
+            else:
+                todo.setdefault(arm.name, (arm, []))[1].append(cfg)
+        groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
+        for group, records in self.backend.compute(self, groups, reporter):
             for cfg, record in zip(group, records):
                 self.memo.put_record(cfg.key(), record)
                 found[cfg.key()] = record
                 reporter.done(cfg, record, cached=False)
-        return [found[cfg.key()] for cfg in cfgs]
+        return [found[cfg.key()] for _, cfg in cells]
 
     def _memo_record(self, cfg: RunConfig) -> dict | None:
         """The stored record of ``cfg``, or None (absent, corrupt, or written for another configuration)."""

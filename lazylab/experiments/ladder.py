@@ -107,28 +107,34 @@ def summarise(records: list[dict]) -> dict:
 def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter()) -> LadderResult:
     """Bracket (unless ``plan.lr``), then train every (arm, width, seed) cell, memoized.
 
-    The rates of a bracket and the seeds of a cell train together (``Workspace.run_cells``).
+    Two calls to ``Workspace.run_cells``: every arm's bracket, then every arm's cells
+    at its chosen rate, so a concurrent backend has all of a phase's runs at once.
+    The rates of a bracket and the seeds of a cell train together.
 
     Returns: LadderResult with one ArmSummary per arm and every run record.
     """
     reporter.plan(plan.n_runs())
-    summaries, runs = [], {}  # runs by memo key: a bracket run reused as a ladder cell appears once
-    for arm in plan.arms:
-        summary = ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr)
-        if plan.lr is None:
-            grid = arm.unit.grid(arm.trained)
-            bracket = ws.run_cells(arm, [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()) for lr in grid], reporter)
-            runs.update((r["key"], r) for r in bracket)
-            scores = {lr: r["best_acc"] for lr, r in zip(grid, bracket)}
-            summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
-            summary.lr = choose_rate(scores)
-        if summary.lr is not None:
-            cfgs = [ws.config(arm, width, seed, summary.lr, **plan.protocol()) for width in plan.widths for seed in plan.seeds]
-            records = ws.run_cells(arm, cfgs, reporter)
-            runs.update((r["key"], r) for r in records)
-            for i, width in enumerate(plan.widths):
-                summary.cells[width] = summarise(records[i * len(plan.seeds) : (i + 1) * len(plan.seeds)])
-        summaries.append(summary)
+    summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr) for arm in plan.arms]
+    runs = {}  # by memo key: a bracket run reused as a ladder cell appears once
+    if plan.lr is None:
+        grids = [arm.unit.grid(arm.trained) for arm in plan.arms]
+        cells = [(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()))
+                 for arm, grid in zip(plan.arms, grids) for lr in grid]
+        records = iter(ws.run_cells(cells, reporter))
+        for summary, grid in zip(summaries, grids):
+            scores = {lr: next(records) for lr in grid}
+            runs.update((r["key"], r) for r in scores.values())
+            summary.bracket = {repr(lr): r["best_acc"] for lr, r in scores.items()}
+            summary.lr = choose_rate({lr: r["best_acc"] for lr, r in scores.items()})
+    chosen = [(arm, s) for arm, s in zip(plan.arms, summaries) if s.lr is not None]
+    cells = [(arm, ws.config(arm, width, seed, s.lr, **plan.protocol()))
+             for arm, s in chosen for width in plan.widths for seed in plan.seeds]
+    records = iter(ws.run_cells(cells, reporter))
+    for _, summary in chosen:
+        for width in plan.widths:
+            cell = [next(records) for _ in plan.seeds]
+            runs.update((r["key"], r) for r in cell)
+            summary.cells[width] = summarise(cell)
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),

@@ -192,7 +192,8 @@ def bracket_rate(ws: Workspace, arm: Arm, plan: TrajectoryPlan, reporter: Report
     from lazylab.experiments.ladder import choose_rate
 
     grid = arm.unit.grid(True)
-    records = ws.run_cells(arm, [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.bracket_protocol()) for lr in grid], reporter)
+    records = ws.run_cells([(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.bracket_protocol())) for lr in grid],
+                           reporter)
     scores = {lr: r["best_acc"] for lr, r in zip(grid, records)}
     return choose_rate(scores), {repr(lr): acc for lr, acc in scores.items()}
 
