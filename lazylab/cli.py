@@ -297,6 +297,7 @@ class ProgressReporter:
         self.task = progress.add_task("ladder", total=None)
         self.computed = 0
         self.cached = 0
+        self._reported: set[str] = set()  # a bracket run reused as a ladder cell is counted once
 
     def plan(self, total):
         self.progress.update(self.task, total=total)
@@ -310,9 +311,11 @@ class ProgressReporter:
         self.progress.update(self.task, description=f"{cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g} epoch {epoch}/{cfg.epochs} {acc:.2f}%")
 
     def done(self, cfg, record, cached):
-        self.cached += cached
-        self.computed += not cached
-        self.progress.advance(self.task)
+        if record["key"] not in self._reported:
+            self._reported.add(record["key"])
+            self.cached += cached
+            self.computed += not cached
+            self.progress.advance(self.task)
         _check_interrupt()
 
 
@@ -1204,6 +1207,21 @@ def main(argv=None) -> None:
             signal.signal(signal.SIGINT, previous)
 
 
+def _exit_interrupted(argv) -> None:
+    """Say how many runs the memo kept, and leave with status 130."""
+    rep = ProgressReporter.latest
+    if rep is None:
+        click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
+    else:
+        click.echo(f"interrupted: {rep.computed + rep.cached} runs kept in the memo ({rep.computed} computed now, "
+                   f"{rep.cached} already there); run the same command to resume", err=True)
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(130)
+
+
 def _main(argv) -> None:
     ProgressReporter.latest = None
     try:
@@ -1223,18 +1241,12 @@ def _main(argv) -> None:
         if isinstance(exc, click.exceptions.Abort) and not isinstance(exc.__cause__, KeyboardInterrupt):
             click.echo("aborted: nothing was changed", err=True)
             sys.exit(1)
-        rep = ProgressReporter.latest
-        if rep is None:
-            click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
-        else:
-            click.echo(f"interrupted: {rep.computed + rep.cached} runs kept in the memo ({rep.computed} computed now, "
-                       f"{rep.cached} already there); run the same command to resume", err=True)
-        if argv is None:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        sys.exit(130)
+        _exit_interrupted(argv)
     except Exception as exc:  # a bug: still one line, and exit 1 (not 2) so that it shows
+        if _interrupted:
+            # The ^C landed inside native code that turned its KeyboardInterrupt into another
+            # error (e.g. numpy: "SystemError: ... returned a result with an exception set").
+            _exit_interrupted(argv)
         if os.environ.get("LAZYLAB_DEBUG"):
             raise
         msg = " ".join(str(exc).split())

@@ -637,3 +637,26 @@ def test_declined_confirmation_is_not_an_interrupt(capsys, tmp_path, monkeypatch
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, _, err = run(capsys, "cache", "clear", "--cache-dir", tmp_path / "memo")
     assert code == 1 and lines(err)[-1] == "aborted: nothing was changed"
+
+
+def test_an_interrupt_turned_into_another_error_by_native_code_still_exits_130(capsys, monkeypatch):
+    """A ^C inside numpy/jax C code can surface as SystemError ("returned a result with an
+    exception set"); once the SIGINT handler has run, that is an interrupt, not a bug."""
+    from lazylab import cli
+
+    def interrupted_in_native_code(*args, **kwargs):
+        try:
+            cli._on_sigint(signal.SIGINT, None)
+        except KeyboardInterrupt as exc:
+            raise SystemError("<function __numpy_dtype__> returned a result with an exception set") from exc
+
+    monkeypatch.setattr(cli.cli, "main", interrupted_in_native_code)
+    code, _, err = run(capsys, "arms")
+    assert code == 130 and err.startswith("interrupted:"), err
+
+    def plain_bug(*args, **kwargs):
+        raise SystemError("a bug")
+
+    monkeypatch.setattr(cli.cli, "main", plain_bug)
+    code, _, err = run(capsys, "arms")  # main resets the flag: a later bug is still a bug
+    assert code == 1 and "internal error: SystemError: a bug" in err, err
