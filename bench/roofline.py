@@ -24,7 +24,6 @@ together mean anything):
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import resource
 import tempfile
@@ -34,6 +33,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from single_threaded import run_at_once  # bench/ is on sys.path when a bench script runs
 
 D, CLASSES, BATCH, N_TRAIN, N_TEST, CHUNK = 784, 10, 256, 60000, 10000, 4096
 
@@ -78,27 +78,9 @@ def _single_thread_worker(shapes, seconds, barrier, results) -> None:
 
 def concurrent_gflops(shapes: list[tuple], processes: int, seconds: float = 1.0) -> dict[tuple, float]:
     """Summed throughput (GFLOP/s) per shape of ``processes`` single-threaded processes multiplying at once."""
-    from lazylab.backends import cpu_thread_flags
-
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(processes), ctx.Queue()
-    saved = os.environ.get("XLA_FLAGS")
-    os.environ["XLA_FLAGS"] = cpu_thread_flags(1)  # read by each spawned child's jax
-    try:
-        procs = [ctx.Process(target=_single_thread_worker, args=(shapes, seconds, barrier, results)) for _ in range(processes)]
-        for p in procs:
-            p.start()
-        total: dict[tuple, float] = {}
-        for _ in range(processes * len(shapes)):
-            shape, g = results.get()
-            total[shape] = total.get(shape, 0.0) + g
-        for p in procs:
-            p.join()
-    finally:
-        if saved is None:
-            del os.environ["XLA_FLAGS"]
-        else:
-            os.environ["XLA_FLAGS"] = saved
+    total: dict[tuple, float] = {}
+    for shape, g in run_at_once(_single_thread_worker, (shapes, seconds), processes, len(shapes)):
+        total[shape] = total.get(shape, 0.0) + g
     return total
 
 

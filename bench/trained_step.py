@@ -24,11 +24,11 @@ FLOP count does not see.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import time
 
 import numpy as np
+from single_threaded import run_at_once  # bench/ is on sys.path when a bench script runs
 
 D, BATCH, STEPS = 784, 256, 40
 
@@ -100,24 +100,7 @@ def _worker(arms, m, barrier, results) -> None:
 
 def concurrent_step_ms(arms: list[str], m: int, processes: int) -> dict[str, float]:
     """Per-process ms per step with ``processes`` single-threaded processes training at once (mean over them)."""
-    from lazylab.backends import cpu_thread_flags
-
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(processes), ctx.Queue()
-    saved = os.environ.get("XLA_FLAGS")
-    os.environ["XLA_FLAGS"] = cpu_thread_flags(1)  # read by each spawned child's jax
-    try:
-        procs = [ctx.Process(target=_worker, args=(arms, m, barrier, results)) for _ in range(processes)]
-        for p in procs:
-            p.start()
-        got = [results.get() for _ in procs]
-        for p in procs:
-            p.join()
-    finally:
-        if saved is None:
-            del os.environ["XLA_FLAGS"]
-        else:
-            os.environ["XLA_FLAGS"] = saved
+    got = run_at_once(_worker, (arms, m), processes, 1)
     return {name: float(np.mean([g[name] for g in got])) for name in arms}
 
 
