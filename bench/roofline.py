@@ -8,13 +8,13 @@ together mean anything):
    protocol's shapes: a batch of 256 images against an (d, m) bank, and a
    4096-image feature chunk against it, for every width in the preset. Each
    shape is measured two ways and the better counts: one process using every
-   core, and one single-threaded process per core running at once (their sum).
+   core, and one process per core, all multiplying at once (their sum).
 2. Count the preset's floating-point work (matmul terms only; the
    elementwise terms are O(1/d) of it): per run, bank features or bank
    forward/backward, head forward/backward, and test evaluation each epoch.
 3. Run the preset's ladder on a fresh memo and time it, in this process
    (``--backend local``) or as tasks on a local Ray instance, one
-   single-threaded worker per core (``--backend ray``).
+   worker process per core (``--backend ray``).
 4. Print wall time, the FLOP-bound limit (sum over terms of flops / measured
    throughput at that term's shape), their ratio, and peak memory: this
    process's peak RSS, or with Ray the peak of the summed RSS of this process
@@ -33,7 +33,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from single_threaded import run_at_once  # bench/ is on sys.path when a bench script runs
+from processes import run_at_once  # bench/ is on sys.path when a bench script runs
 
 D, CLASSES, BATCH, N_TRAIN, N_TEST, CHUNK = 784, 10, 256, 60000, 10000, 4096
 
@@ -70,16 +70,16 @@ def sustained_gflops(n: int, k: int, m: int, barrier, seconds: float) -> float:
     return 2.0 * n * k * m * count / (time.perf_counter() - t0) / 1e9
 
 
-def _single_thread_worker(shapes, seconds, barrier, results) -> None:
-    """One of the concurrent single-threaded processes."""
+def _concurrent_worker(shapes, seconds, barrier, results) -> None:
+    """One of the processes multiplying at once."""
     for shape in shapes:
         results.put((shape, sustained_gflops(*shape, barrier, seconds)))
 
 
 def concurrent_gflops(shapes: list[tuple], processes: int, seconds: float = 1.0) -> dict[tuple, float]:
-    """Summed throughput (GFLOP/s) per shape of ``processes`` single-threaded processes multiplying at once."""
+    """Summed throughput (GFLOP/s) per shape of ``processes`` processes multiplying at once."""
     total: dict[tuple, float] = {}
-    for shape, g in run_at_once(_single_thread_worker, (shapes, seconds), processes, len(shapes)):
+    for shape, g in run_at_once(_concurrent_worker, (shapes, seconds), processes, len(shapes)):
         total[shape] = total.get(shape, 0.0) + g
     return total
 
@@ -166,7 +166,7 @@ def main() -> None:
     throughput = {shape: max(one[shape], many[shape]) for shape in shapes}
     flops_total = sum(flops for _, flops, _ in terms)
     bound_s = sum(flops / (throughput[shape] * 1e9) for _, flops, shape in terms)
-    print(f"matmul throughput (GFLOP/s): one process on {cores} cores | {cores} single-threaded processes at once")
+    print(f"matmul throughput (GFLOP/s): one process on {cores} cores | {cores} processes at once")
     for shape in shapes:
         print(f"  {shape[0]:>5} x {shape[1]:>5} @ {shape[1]:>5} x {shape[2]:>5}: {one[shape]:8.1f} | {many[shape]:8.1f}")
     print(f"peak {max(throughput.values()):.1f} GFLOP/s; the limit uses the better of the two at each shape")

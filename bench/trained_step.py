@@ -7,8 +7,8 @@ protocol's (batch 256 of 784 pixels; the step's cost does not depend on pixel
 values):
 - ms per AdamW step of the ladder's compiled epoch (``train._epoch``, a
   ``lax.scan`` over 40 steps), in one process using every core;
-- the same with one single-threaded process per core running at once
-  (``backends.cpu_thread_flags(1)``, as the Ray backend's tasks run), given as
+- the same with one process per core training at once (as the Ray
+  backend's tasks run on one machine), given as
   the wall time per step of all processes together (each process's step time
   divided by the number of processes);
 - the step's matmul work alone (the bank's forward product and weight
@@ -28,7 +28,7 @@ import os
 import time
 
 import numpy as np
-from single_threaded import run_at_once  # bench/ is on sys.path when a bench script runs
+from processes import run_at_once  # bench/ is on sys.path when a bench script runs
 
 D, BATCH, STEPS = 784, 256, 40
 
@@ -99,7 +99,7 @@ def _worker(arms, m, barrier, results) -> None:
 
 
 def concurrent_step_ms(arms: list[str], m: int, processes: int) -> dict[str, float]:
-    """Per-process ms per step with ``processes`` single-threaded processes training at once (mean over them)."""
+    """Per-process ms per step with ``processes`` processes training at once (mean over them)."""
     got = run_at_once(_worker, (arms, m), processes, 1)
     return {name: float(np.mean([g[name] for g in got])) for name in arms}
 
@@ -111,7 +111,7 @@ def main() -> None:
     args = ap.parse_args()
     arms = args.arms.split(",")
     cores = os.cpu_count() or 1
-    print(f"ms per step (batch {BATCH}); 'N workers' = {cores} single-threaded processes at once, "
+    print(f"ms per step (batch {BATCH}); 'N workers' = {cores} processes at once, "
           "wall time per step of all of them together")
     print(f"{'arm':18} {'m':>5} {'one process':>12} {f'{cores} workers':>10} {'speed-up':>8} {'matmul':>8} "
           f"{'adamw':>7} {'a+b GB/s':>9}")

@@ -69,23 +69,6 @@ def worker_env(environ=None) -> dict[str, str]:
     return env
 
 
-def cpu_thread_flags(task_cpus: float) -> str:
-    """``XLA_FLAGS`` that give a task's jax as many CPU threads as the cores it claims.
-
-    Left alone, every task's XLA uses every core of its node, so tasks sharing a node
-    contend. One single-threaded process per core does more work than one process
-    using every core: XLA's elementwise and optimiser passes, which are memory-bound,
-    run on one thread either way (docs/performance.md: 1.25x at m = 4096 and 1.5x at
-    8192 for trained arms on 2 cores). The thread count does not change results:
-    XLA's CPU matmuls split output blocks, not sums (tests/test_ray.py compares
-    single-threaded Ray workers with the driver bit for bit).
-    """
-    threads = max(1, int(task_cpus))
-    if threads == 1:
-        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    return f"intra_op_parallelism_threads={threads}"
-
-
 FROZEN_COST = 0.1  # a frozen run's time relative to a trained run of its width (paper run: 21 s vs 240 s at 8192)
 
 
@@ -116,15 +99,16 @@ class RayBackend:
       address: a running cluster (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``); None starts
         a local instance on first use. If Ray is already initialised in this process it is reused.
       num_cpus, num_gpus: Ray resources each task claims (they bound how many tasks run at once
-        on a node). A CPU task's XLA uses ``int(num_cpus)`` threads (at least one; ``cpu_thread_flags``)
-        unless ``XLA_FLAGS`` is set on the driver, which is then forwarded as it is.
+        on a node; jax itself still uses every core the task's process sees).
     Raises: LazylabError (one line) if Ray is not installed.
     """
 
     def __init__(self, address: str | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0):
-        # Ray's C++ core would print its retries (e.g. a refused token, once a second) on stderr;
-        # it reads this when ray is first imported.
-        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+        # Connecting to a cluster, Ray's C++ core would print its retries (e.g. a refused token, once
+        # a second) on stderr; it reads this when ray is first imported. Not for a local instance:
+        # the setting itself makes Ray print a line saying so.
+        if address is not None:
+            os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
         # A local instance would otherwise report usage statistics to Ray's servers on the user's behalf.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if not ray_available():
@@ -133,9 +117,6 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.env = worker_env()
-        # On CPU, a task's jax gets the cores the task claims, unless XLA_FLAGS was set by the user.
-        if num_gpus == 0:
-            self.env.setdefault("XLA_FLAGS", cpu_thread_flags(num_cpus))
         self.tasks = 0  # tasks submitted (0 on a fully memoized run: Ray is then not even started)
         self._started = False  # whether this backend started Ray (and so shuts it down)
         self._pending: dict = {}  # ObjectRef -> what it computes, until it is stored
