@@ -237,6 +237,8 @@ def _check_reachable(address: str | None) -> None:
         return
     host, _, port = address.rpartition(":")
     try:
+        if not host or not port.isdigit():
+            raise ValueError("not HOST:PORT")
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
         raise LazylabError(f"cannot connect to the Ray cluster at {address}: {_one_line(exc)} "

@@ -45,13 +45,15 @@ def test_bad_ray_options(capsys, memo_dir, option):
     assert_one_line_error(code, err, option[0])
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1:1", "nonsense-host.invalid:6379", "no-port"])
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "nonsense-host.invalid:6379", "no-port", "host:port"])
 def test_an_unreachable_cluster_address_is_one_line_at_once(capsys, memo_dir, address):
     if not ray_available():
         pytest.skip("needs Ray")
     t = time.monotonic()
     code, _, err = run(capsys, *LADDER, "--backend", "ray", "--address", address)
     assert_one_line_error(code, err, f"cannot connect to the Ray cluster at {address}")
+    if not address.rpartition(":")[2].isdigit():
+        assert "not HOST:PORT" in err  # said plainly, not as int()'s complaint
     assert time.monotonic() - t < 60  # Ray itself would retry for over ten minutes
 
 
