@@ -34,7 +34,7 @@ D, BATCH, STEPS = 784, 256, 40
 
 
 def step_ms(arms: list[str], m: int) -> dict[str, float]:
-    """ms per training step of each arm at width ``m`` (best of 3 epochs of ``STEPS`` steps, compiled first)."""
+    """ms per training step of each arm at width ``m``: the best of 4 calls of one ``STEPS``-step epoch (the first compiles)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx

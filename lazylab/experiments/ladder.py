@@ -122,10 +122,11 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
                  for arm, grid in zip(plan.arms, grids) for lr in grid]
         records = iter(ws.run_cells(cells, reporter))
         for summary, grid in zip(summaries, grids):
-            scores = {lr: next(records) for lr in grid}
-            runs.update((r["key"], r) for r in scores.values())
-            summary.bracket = {repr(lr): r["best_acc"] for lr, r in scores.items()}
-            summary.lr = choose_rate({lr: r["best_acc"] for lr, r in scores.items()})
+            bracket = [next(records) for _ in grid]
+            runs.update((r["key"], r) for r in bracket)
+            scores = {lr: r["best_acc"] for lr, r in zip(grid, bracket)}
+            summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
+            summary.lr = choose_rate(scores)
     chosen = [(arm, s) for arm, s in zip(plan.arms, summaries) if s.lr is not None]
     cells = [(arm, ws.config(arm, width, seed, s.lr, **plan.protocol()))
              for arm, s in chosen for width in plan.widths for seed in plan.seeds]
