@@ -8,8 +8,8 @@ test accuracy after every epoch.
 The fast path follows the flax NNX guidance: ``nnx.split`` once, then one
 pure ``jax.jit`` program per epoch (a ``lax.scan`` over the epoch's batches)
 over state pytrees, and ``nnx.merge`` inside; ``fit_batch`` runs several runs
-of one shape as one ``jax.vmap`` of that program, and ``fit`` is its one-run case. What trains is chosen by a
-filter on the model's state, so a frozen bank can be trained step by step
+of one shape as one such program, their steps side by side, and ``fit`` is its
+one-run case. What trains is chosen by a filter on the model's state, so a frozen bank can be trained step by step
 (bank in the forward pass) or, equivalently, as a head on stored features.
 """
 
@@ -78,33 +78,49 @@ def _loss(graphdef, trainable, rest, xb, yb):
     return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
 
 
-def _scan_epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
-    """One member's epoch: a ``lax.scan`` of AdamW steps over the batches of ``order`` ``(steps, batch)``."""
+def _step(graphdef, tx, params, state, rest, x, y, idx):
+    """One member's AdamW step on the batch ``idx`` ``(batch,)``: ``(params, state, loss)``."""
+    loss, grads = jax.value_and_grad(_loss, argnums=1)(graphdef, params, rest, x[idx], y[idx])
+    updates, state = tx.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, loss
 
-    def step(carry, idx):
-        params, state = carry
-        loss, grads = jax.value_and_grad(_loss, argnums=1)(graphdef, params, rest, x[idx], y[idx])
-        updates, state = tx.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), loss
 
-    (trainable, opt_state), losses = jax.lax.scan(step, (trainable, opt_state), order)
-    return trainable, opt_state, losses
+def _unstack(tree, members: int) -> list:
+    """The ``members`` trees along a stacked tree's leading axis (inside jit: slices, no dispatch)."""
+    return [jax.tree.map(lambda a: a[i], tree) for i in range(members)]
 
 
 @partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3, 4))
 def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
-    """Every member's epoch in one program: ``vmap`` over stacked states, rates (in the
-    optimiser state), batch orders and, when ``x_axis == 0``, per-member inputs."""
-    run = lambda p, s, r, xx, o: _scan_epoch(graphdef, tx, p, s, r, xx, y, o)
-    return jax.vmap(run, in_axes=(0, 0, 0, x_axis, 0))(trainable, opt_state, rest, x, order)
+    """Every member's epoch in one program: a ``lax.scan`` over the batches whose step holds
+    each member's step side by side; ``order`` is ``(members, steps, batch)``, inputs are
+    shared or, when ``x_axis == 0``, one per member.
+
+    Side by side rather than ``jax.vmap``: vmap turns each product into one batched
+    product, which XLA's CPU backend ran 2-4x slower per member than the plain ones
+    (bench/vmap_seeds.py), while independent members' ops run concurrently on the
+    cores and compute exactly what each member computes alone.
+    """
+    S = order.shape[0]
+    rests = _unstack(rest, S)
+    xs = _unstack(x, S) if x_axis == 0 else [x] * S
+
+    def step(carry, idx):  # idx: (members, batch)
+        out = [_step(graphdef, tx, p, s, r, xx, y, i) for (p, s), r, xx, i in zip(carry, rests, xs, idx)]
+        return tuple((p, s) for p, s, _ in out), jnp.stack([loss for _, _, loss in out])
+
+    carry = tuple(zip(_unstack(trainable, S), _unstack(opt_state, S)))
+    carry, losses = jax.lax.scan(step, carry, jnp.swapaxes(order, 0, 1))
+    return _stack([p for p, _ in carry]), _stack([s for _, s in carry]), losses.T
 
 
 @partial(jax.jit, static_argnums=(0, 1))
 def _correct(graphdef, x_axis, trainable, rest, x, y):
-    def count(p, r, xx):
-        return jnp.sum(jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y)
-
-    return jax.vmap(count, in_axes=(0, 0, x_axis))(trainable, rest, x)
+    """``(members,)`` correct predictions of each member on ``x``, members side by side (as ``_epoch``)."""
+    S = jax.tree.leaves(trainable)[0].shape[0]
+    xs = _unstack(x, S) if x_axis == 0 else [x] * S
+    count = lambda p, r, xx: jnp.sum(jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y)
+    return jnp.stack([count(p, r, xx) for p, r, xx in zip(_unstack(trainable, S), _unstack(rest, S), xs)])
 
 
 def _accuracies(graphdef, x_axis, trainable, rest, x, y, chunk: int = 2500) -> np.ndarray:
@@ -146,21 +162,19 @@ def fit_batch(
     on_epoch: Callable[[int, int, float], None] | None = None,
     on_epoch_state: Callable[[int, int, object], None] | None = None,
 ) -> list[FitResult]:
-    """Train several runs of one shape as one vmapped program (SPEC section 5 for each).
+    """Train several runs of one shape as one compiled program (SPEC section 5 for each).
 
     Member ``i`` is ``models[i]`` trained at rate ``lrs[i]`` with the batch order of
     ``seeds[i]``; members share labels, protocol and model structure (one arm and
     width). Parameters, AdamW states (the rate lives in the state,
     ``optax.inject_hyperparams``) and batch orders are stacked on a leading axis
-    and every epoch runs as one ``jax.vmap`` of the epoch's ``lax.scan``, so the
-    seeds of a cell or the rates of a bracket share one dispatch per epoch.
+    and every epoch runs as one ``lax.scan`` whose step holds every member's step
+    side by side (``_epoch``), so the seeds of a cell or the rates of a bracket
+    share one dispatch per epoch and run concurrently on the cores.
 
-    A member's results equal its one-at-a-time run's (``fit``) up to float32
-    summation order — XLA reduces a batched program in another order — so the
-    accuracy curves agree and parameters to within about 1e-5 (tested). For a
-    fixed number of members the bits of a member do not depend on its position or
-    on the other members (which is why ``experiments.train_runs`` pads groups).
-    A member whose loss turns non-finite is recorded as diverged at that epoch and
+    A member computes exactly what it computes alone: its results (accuracy
+    curves, losses, parameters) equal its one-at-a-time run's (``fit``) bit for
+    bit, whatever its position or the other members (tested). A member whose loss turns non-finite is recorded as diverged at that epoch and
     ignored thereafter; the others go on.
 
     Args:

@@ -181,22 +181,22 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
     }
 
 
-# Trained runs up to this width train in groups of exactly BATCH_MEMBERS, padded
-# with copies of the first run: a program of one fixed size gives each run the same
-# bits whatever it is grouped with. Batching pays there on this 2-core CPU
-# (bench/vmap_seeds.py, docs/performance.md: 1.5x at m = 16, 1.3x at 64 and 256);
-# a frozen head on stored features is faster alone. Other runs train alone.
+# Trained runs up to this width train in groups of at most BATCH_MEMBERS, one
+# program per group (train.fit_batch): batching pays there on this 2-core CPU
+# (bench/vmap_seeds.py, docs/performance.md); a wider step already keeps both
+# cores busy, and a frozen head on stored features is faster alone. A member's
+# bits are its run's alone, so a group's make-up never changes a record.
 BATCH_MAX_WIDTH = 256
-BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds: no padding in the paper preset
+BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds
 
 
 def batched(arm: Arm, width: int) -> bool:
-    """Whether runs of ``arm`` at ``width`` train in vmapped groups (``train_runs``)."""
+    """Whether runs of ``arm`` at ``width`` train in groups (``train_runs``)."""
     return arm.trained and width <= BATCH_MAX_WIDTH
 
 
 def batch_groups(arm: Arm, cfgs: list[RunConfig]) -> list[list[RunConfig]]:
-    """Split runs of ``arm`` into groups that train as one vmapped program (``train.fit_batch``).
+    """Split runs of ``arm`` into groups that train as one program (``train.fit_batch``).
 
     Runs group together when ``batched(arm, width)`` and they differ only in seed and
     rate; a group holds at most ``BATCH_MEMBERS`` runs; every other run is a group of
@@ -214,7 +214,7 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
 
     Frozen arms train only the head, on features computed once per bank (the same
     experiment as step-by-step training; see tests). Trained arms train every
-    parameter. The runs train together as one vmapped program (``fit_batch``).
+    parameter. The runs train together as one program (``fit_batch``).
 
     Args:
       ws: the workspace (data and bank features).
@@ -232,21 +232,20 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
 
     t0 = time.perf_counter()
     first = cfgs[0]
-    members = cfgs + [first] * (BATCH_MEMBERS - len(cfgs)) if batched(arm, first.width) else cfgs
     d = ws.data.subset(train_size=first.train_size)
-    models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in dict.fromkeys(members)}
+    models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
     W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
     scalars0 = {c: bank_scalars(model.feat) for c, model in models.items()}
-    protocol = dict(lrs=[c.lr for c in members], seeds=[c.seed for c in members], epochs=first.epochs,
+    protocol = dict(lrs=[c.lr for c in cfgs], seeds=[c.seed for c in cfgs], epochs=first.epochs,
                     batch=first.batch, weight_decay=first.weight_decay,
-                    on_epoch=(lambda i, e, a: on_epoch(cfgs[i], e, a) if i < len(cfgs) else None) if on_epoch else None)
+                    on_epoch=(lambda i, e, a: on_epoch(cfgs[i], e, a)) if on_epoch else None)
     if arm.trained:
-        results = fit_batch([models[c] for c in members], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
+        results = fit_batch([models[c] for c in cfgs], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
-        feats = [ws.bank_features(arm, c, models[c]) for c in members]
+        feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]
         # One run's features as they are; several runs' stacked (each has its own bank).
         split = (lambda i: feats[0][i]) if len(feats) == 1 else (lambda i: jnp.stack([f[i] for f in feats]))
-        results = fit_batch([models[c].head for c in members], split(0), d.y_train, split(1), d.y_test, **protocol)
+        results = fit_batch([models[c].head for c in cfgs], split(0), d.y_train, split(1), d.y_test, **protocol)
         del feats, split
     seconds = round((time.perf_counter() - t0) / len(cfgs), 3)
     records = []
@@ -265,7 +264,7 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
             "scalars": {"start": s0, "end": None if res.diverged else bank_scalars(model.feat)},
             "movement": None if res.diverged else movement(w0, np.asarray(model.feat.W[...])),
             "seconds": seconds,
-            "batch_size": len(members),
+            "batch_size": len(cfgs),
         })
     return records
 
