@@ -9,8 +9,9 @@ The fast path follows the flax NNX guidance: ``nnx.split`` once, then one
 pure ``jax.jit`` program per epoch (a ``lax.scan`` over the epoch's batches)
 over state pytrees, and ``nnx.merge`` inside; ``fit_batch`` runs several runs
 of one shape as one such program, their steps side by side, and ``fit`` is its
-one-run case. What trains is chosen by a filter on the model's state, so a frozen bank can be trained step by step
-(bank in the forward pass) or, equivalently, as a head on stored features.
+one-run case. What trains is chosen by a filter on the model's state, so a
+frozen bank can be trained step by step (bank in the forward pass) or,
+equivalently, as a head on stored features.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
 
     Side by side rather than ``jax.vmap``: vmap turns each product into one batched
     product, which XLA's CPU backend ran 2-4x slower per member than the plain ones
-    (bench/vmap_seeds.py), while independent members' ops run concurrently on the
-    cores and compute exactly what each member computes alone.
+    (profiles in docs/performance.md), while independent members' ops run
+    concurrently on the cores and compute exactly what each member computes alone.
     """
     S = order.shape[0]
     rests = _unstack(rest, S)
@@ -174,8 +175,9 @@ def fit_batch(
 
     A member computes exactly what it computes alone: its results (accuracy
     curves, losses, parameters) equal its one-at-a-time run's (``fit``) bit for
-    bit, whatever its position or the other members (tested). A member whose loss turns non-finite is recorded as diverged at that epoch and
-    ignored thereafter; the others go on.
+    bit, whatever its position or the other members (tested). A member whose
+    loss turns non-finite is recorded as diverged at that epoch and ignored
+    thereafter; the others go on.
 
     Args:
       models: S nnx modules mapping ``(n, d_in)`` to logits ``(n, 10)``, one graph; not mutated.
