@@ -132,6 +132,9 @@ def parse_arms(value: str | None) -> tuple:
     names = [n.strip() for n in (value or "").split(",")]
     if not any(names):
         raise click.BadParameter("expected at least one arm name", param_hint="'--arms'")
+    repeated = sorted({n for n in names if n and names.count(n) > 1})
+    if repeated:  # one arm twice would train nothing new and print its row twice
+        raise click.BadParameter(f"{repeated[0]} is given more than once", param_hint="'--arms'")
     return tuple(get_arm(n) for n in names if n)
 
 

@@ -102,6 +102,18 @@ def test_repeated_width_or_seed_is_refused(capsys, memo_dir, option, value):
     assert_one_line_error(code, err, option, "more than once")
 
 
+def test_repeated_arm_is_refused(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen,relu-frozen,yat-frozen")
+    assert_one_line_error(code, err, "--arms", "yat-frozen is given more than once")
+
+
+def test_data_seeded_width_beyond_the_training_images_is_refused_before_training(capsys, memo_dir):
+    code, out, err = run(capsys, "ladder", "--arms", "relu-frozen,yat-data-frozen", "--widths", "16,600",
+                         "--seeds", "0", "--epochs", "1", "--train-size", "512")
+    assert_one_line_error(code, err, "yat-data-frozen: width 600 exceeds the 512 training images")
+    assert "computed" not in out + err  # nothing was trained first
+
+
 @pytest.mark.parametrize("argv", [
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--json", "/proc/lazylab/x.json"],
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--csv", "/proc/lazylab/x.csv"],

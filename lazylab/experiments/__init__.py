@@ -78,8 +78,8 @@ class Workspace:
         the rates of a bracket) and all groups, of every arm, go to ``self.backend`` at
         once (a concurrent backend keeps every worker busy); each record is stored, then
         reported, as its group finishes. A record has the same bits whatever its group
-        (``train_runs`` pads groups to one program size), so a resumed or recomputed run
-        matches the first one.
+        (each member of a ``fit_batch`` program computes what it computes alone), so a
+        resumed or recomputed run matches the first one.
         """
         todo: dict[str, tuple[Arm, list[RunConfig]]] = {}  # by arm name: that arm's missing runs
         found: dict[str, dict] = {}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lazylab.arms import Arm
+from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 
 PAPER_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -112,7 +113,14 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     The rates of a bracket and the seeds of a cell train together.
 
     Returns: LadderResult with one ArmSummary per arm and every run record.
+    Raises: LazylabError, before any training, if a data-seeded arm is asked for more
+      units than there are training images.
     """
+    widest = max(plan.widths + ((BRACKET_WIDTH,) if plan.lr is None else ()))
+    for arm in plan.arms:
+        if arm.init == "data" and widest > plan.train_size:
+            raise LazylabError(f"{arm.name}: width {widest} exceeds the {plan.train_size} training images available "
+                               "for data seeding (lower --widths or raise --train-size)")
     reporter.plan(plan.n_runs())
     summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr) for arm in plan.arms]
     runs = {}  # by memo key: a bracket run reused as a ladder cell appears once
