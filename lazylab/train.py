@@ -91,6 +91,11 @@ def _unstack(tree, members: int) -> list:
     return [jax.tree.map(lambda a: a[i], tree) for i in range(members)]
 
 
+def _member_inputs(x, x_axis, members: int) -> list:
+    """Each member's inputs: ``x`` itself when shared (``x_axis`` None), else its slice of the stack."""
+    return _unstack(x, members) if x_axis == 0 else [x] * members
+
+
 @partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3, 4))
 def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
     """Every member's epoch in one program: a ``lax.scan`` over the batches whose step holds
@@ -104,7 +109,7 @@ def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
     """
     S = order.shape[0]
     rests = _unstack(rest, S)
-    xs = _unstack(x, S) if x_axis == 0 else [x] * S
+    xs = _member_inputs(x, x_axis, S)
 
     def step(carry, idx):  # idx: (members, batch)
         out = [_step(graphdef, tx, p, s, r, xx, y, i) for (p, s), r, xx, i in zip(carry, rests, xs, idx)]
@@ -119,7 +124,7 @@ def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
 def _correct(graphdef, x_axis, trainable, rest, x, y):
     """``(members,)`` correct predictions of each member on ``x``, members side by side (as ``_epoch``)."""
     S = jax.tree.leaves(trainable)[0].shape[0]
-    xs = _unstack(x, S) if x_axis == 0 else [x] * S
+    xs = _member_inputs(x, x_axis, S)
     count = lambda p, r, xx: jnp.sum(jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y)
     return jnp.stack([count(p, r, xx) for p, r, xx in zip(_unstack(trainable, S), _unstack(rest, S), xs)])
 
