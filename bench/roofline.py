@@ -144,6 +144,31 @@ def preset_runs(preset: dict) -> list[tuple[str, bool, int]]:
     return runs
 
 
+def preset_terms(preset: dict) -> list[tuple[str, float, tuple]]:
+    """Every (name, flops, matmul shape) term of a preset's runs."""
+    return [term for _, trained, m in preset_runs(preset)
+            for term in run_terms(trained, m, preset["epochs"], preset["train_size"])]
+
+
+def measured_throughput(terms: list[tuple]) -> dict[tuple, float]:
+    """GFLOP/s at each term's shape: the better of one process on every core and one process per core at once (printed)."""
+    shapes = sorted({shape for _, _, shape in terms})
+    one = {shape: matmul_gflops(*shape) for shape in shapes}
+    cores = os.cpu_count() or 1
+    many = concurrent_gflops(shapes, cores) if cores > 1 else one
+    print(f"matmul throughput (GFLOP/s): one process on {cores} cores | {cores} processes at once")
+    for shape in shapes:
+        print(f"  {shape[0]:>5} x {shape[1]:>5} @ {shape[1]:>5} x {shape[2]:>5}: {one[shape]:8.1f} | {many[shape]:8.1f}")
+    throughput = {shape: max(one[shape], many[shape]) for shape in shapes}
+    print(f"peak {max(throughput.values()):.1f} GFLOP/s; the limit uses the better of the two at each shape")
+    return throughput
+
+
+def flop_bound_s(terms: list[tuple], throughput: dict[tuple, float]) -> float:
+    """The FLOP-bound limit (s): the sum over terms of flops / measured throughput at the term's shape."""
+    return sum(flops / (throughput[shape] * 1e9) for _, flops, shape in terms)
+
+
 def main() -> None:
     from lazylab.experiments import Workspace
     from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
@@ -157,19 +182,10 @@ def main() -> None:
     args = ap.parse_args()
     preset = PRESETS[args.preset]
 
-    terms = [term for _, trained, m in preset_runs(preset)
-             for term in run_terms(trained, m, preset["epochs"], preset["train_size"])]
-    shapes = sorted({shape for _, _, shape in terms})
-    one = {shape: matmul_gflops(*shape) for shape in shapes}
-    cores = os.cpu_count() or 1
-    many = concurrent_gflops(shapes, cores) if cores > 1 else one
-    throughput = {shape: max(one[shape], many[shape]) for shape in shapes}
+    terms = preset_terms(preset)
+    throughput = measured_throughput(terms)
     flops_total = sum(flops for _, flops, _ in terms)
-    bound_s = sum(flops / (throughput[shape] * 1e9) for _, flops, shape in terms)
-    print(f"matmul throughput (GFLOP/s): one process on {cores} cores | {cores} processes at once")
-    for shape in shapes:
-        print(f"  {shape[0]:>5} x {shape[1]:>5} @ {shape[1]:>5} x {shape[2]:>5}: {one[shape]:8.1f} | {many[shape]:8.1f}")
-    print(f"peak {max(throughput.values()):.1f} GFLOP/s; the limit uses the better of the two at each shape")
+    bound_s = flop_bound_s(terms, throughput)
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Workspace(None, args.cache_dir or tmp)
