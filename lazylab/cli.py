@@ -611,7 +611,8 @@ def _progress():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=err, transient=True)
+    # Off when stderr is not a terminal: a redirected log gets no bar (rich would leave a blank line).
+    return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
 
 
 def _sweep(backend, experiment, ws, plan):

@@ -51,9 +51,10 @@ def test_truncated_data_file(capsys, memo_dir, tmp_path):
 def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_dir, tmp_path):
     out_json = tmp_path / "ladder.json"
     argv = ["ladder", "--arms", "yat-frozen,relu-frozen", "--widths", "8,64", *TINY, "--json", str(out_json)]
-    code, out, _ = run(capsys, *argv)
+    code, out, err = run(capsys, *argv)
     assert code == 0
     assert "4 computed, 0 from the memo" in out
+    assert err == ""  # stderr is not a terminal here: no progress bar, not even its blank line
     first = json.loads(out_json.read_text())
     cells = {a["arm"]: a["cells"] for a in first["arms"]}
     # Wider banks read out better even after one epoch on 512 images.
