@@ -20,8 +20,10 @@ In one run (these machines are noisy, so only ratios measured together mean anyt
 3. The preset's floor: each trained run's bank steps at the floor step time;
    every other term (evaluation, head, frozen features) at its FLOP-bound time.
 
-A preset whose floor exceeds k times its limit cannot finish within k times
-its limit on this machine, whatever the rest of the code does.
+The floor is a measured one, not a proof: it is these products and optax's
+AdamW as XLA compiles them on this machine. A preset whose floor exceeds k
+times its limit cannot finish within k times its limit with them, whatever
+the rest of the step does.
 """
 
 from __future__ import annotations
