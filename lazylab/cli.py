@@ -343,6 +343,11 @@ def ladder_table(result) -> Table:
     return table
 
 
+def _count(n: int, noun: str) -> str:
+    """``"1 epoch"``, ``"3 epochs"``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _num(v, fmt=".2f") -> str:
     return "-" if v is None else format(v, fmt)
 
@@ -492,7 +497,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         raise LazylabError(missing_message(ws, plan, result))
     plan_json = result.plan
     out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan_json['seeds']))}; "
-              f"{plan_json['epochs']} epochs on {plan_json['train_size']} training images")
+              f"{_count(plan_json['epochs'], 'epoch')} on {plan_json['train_size']} training images")
     out.print(ladder_table(result))
     if report:
         out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
@@ -518,7 +523,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
             writer = csv.writer(fh)
             writer.writerow(header)
             writer.writerows(rows)
-        out.print(f"wrote {csv_path} ({len(rows)} runs)")
+        out.print(f"wrote {csv_path} ({_count(len(rows), 'run')})")
     if figures_dir is not None:
         from lazylab.render.figures import ladder_figures
 
@@ -570,7 +575,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     result, reporter = _sweep(backend, run_trajectory, ws, plan)
     for line in ws.memo.problems:
         click.echo(line, err=True)
-    out.print(f"trajectories: m={width}, {epochs} epochs on {train_size} training images, seed {seed}; "
+    out.print(f"trajectories: m={width}, {_count(epochs, 'epoch')} on {train_size} training images, seed {seed}; "
               f"travel = per-unit ||w_t - w_0|| / ||w_0|| over all {width} units; accuracy (%) on the test set")
     table = Table("arm", "init", "lr", "median travel", "max travel", "final acc", "best acc", "scalars (start->end)", "source")
     for a in result.arms:

@@ -55,6 +55,7 @@ def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_d
     assert code == 0
     assert "4 computed, 0 from the memo" in out
     assert err == ""  # stderr is not a terminal here: no progress bar, not even its blank line
+    assert "2 epochs on 2048 training images" in out and "(4 runs)" in out
     first = json.loads(out_json.read_text())
     cells = {a["arm"]: a["cells"] for a in first["arms"]}
     # Wider banks read out better even after one epoch on 512 images.
