@@ -18,6 +18,8 @@ were, so existing memo entries keep their meaning.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,9 +99,14 @@ def bank_scalars(feat: nnx.Module) -> dict[str, float]:
     return feat.scalars() if hasattr(feat, "scalars") else {}
 
 
+@partial(jax.jit, static_argnums=0)
+def _apply_bank(graphdef, state, xb):
+    # One jitted function for every bank: jax compiles once per (graphdef, shapes), not per call.
+    return nnx.merge(graphdef, state)(xb)
+
+
 def features(feat: nnx.Module, x: np.ndarray, chunk: int = 4096) -> jax.Array:
-    """Bank features ``(n, m)`` float32 for images ``x`` ``(n, d)``, computed in chunks."""
+    """Bank features ``(n, m)`` float32 for images ``x`` ``(n, d)``, computed in chunks of ``chunk`` images."""
     graphdef, state = nnx.split(feat)
-    apply = jax.jit(lambda s, xb: nnx.merge(graphdef, s)(xb))
-    parts = [apply(state, jnp.asarray(x[i : i + chunk])) for i in range(0, len(x), chunk)]
+    parts = [_apply_bank(graphdef, state, jnp.asarray(x[i : i + chunk])) for i in range(0, len(x), chunk)]
     return jnp.concatenate(parts, axis=0)
