@@ -321,8 +321,10 @@ _WORKER_WORKSPACES: dict[str, WorkerWorkspace] = {}  # per worker process: the d
 
 def _worker_setup(arm_name: str, plugin: str, driver_dir: str):
     """The arm and workspace of a task, checked against the driver's plugin."""
+    from lazylab import xla_cache
     from lazylab.arms import get_arm
 
+    xla_cache.enable()
     host = socket.gethostname()
     try:
         arm = get_arm(arm_name)

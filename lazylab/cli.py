@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from lazylab import xla_cache
 from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
 
@@ -261,7 +262,7 @@ def cache():
 @cache.command("info")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def cache_info(cache_dir):
-    """Entries and bytes in the memo and in its feature store."""
+    """Entries and bytes in the memo, in its feature store and in the compiled-program cache."""
     from lazylab.cache import Memo, format_size
 
     memo = Memo(cache_dir)
@@ -269,6 +270,13 @@ def cache_info(cache_dir):
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
+    folder = xla_cache.cache_dir()
+    if folder is None:
+        out.print("compiled programs: not kept (LAZYLAB_XLA_CACHE=0)")
+    else:
+        programs, size = xla_cache.stats(folder)
+        out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "
+                  "LAZYLAB_XLA_CACHE; not cleared by 'cache clear')")
 
 
 @cache.command("clear")
@@ -1233,6 +1241,7 @@ def _exit_interrupted(argv) -> None:
 
 def _main(argv) -> None:
     ProgressReporter.latest = None
+    xla_cache.enable()
     try:
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+
+from lazylab import xla_cache
 
 # Tests must not touch the user's memo or environment-selected data.
 os.environ.pop("LAZYLAB_ARMS", None)
 os.environ.pop("LAZYLAB_STRICT_PLUGINS", None)
 # Nor the user's ./out: figures and tables written by default go to a throwaway folder.
-os.environ["LAZYLAB_OUT"] = __import__("tempfile").mkdtemp(prefix="lazylab-test-out-")
+os.environ["LAZYLAB_OUT"] = tempfile.mkdtemp(prefix="lazylab-test-out-")
+# Nor the user's compilation cache; one shared by the whole session (its CLI subprocesses and
+# Ray workers included) spares each test the compiles an earlier one did.
+os.environ["LAZYLAB_XLA_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-xla-")
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+xla_cache.enable()
 
 
 @pytest.fixture(scope="session")

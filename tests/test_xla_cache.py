@@ -1,0 +1,65 @@
+"""jax's persistent compilation cache: where it goes, and that it changes no result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lazylab import xla_cache
+
+LADDER = ["ladder", "--arms", "yat-frozen,relu-trained", "--widths", "16", "--seeds", "0", "--epochs", "2",
+          "--lr", "0.1", "--train-size", "1024"]
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({"LAZYLAB_XLA_CACHE": "0"}, None),
+    ({"LAZYLAB_XLA_CACHE": "off", "JAX_COMPILATION_CACHE_DIR": "/j"}, None),
+    ({"LAZYLAB_XLA_CACHE": "/x", "JAX_COMPILATION_CACHE_DIR": "/j"}, "/x/{tag}"),
+    ({"JAX_COMPILATION_CACHE_DIR": "/j"}, "/j"),
+    ({"XDG_CACHE_HOME": "/c"}, "/c/lazylab/xla/{tag}"),
+])
+def test_cache_dir_follows_the_settings(environ, expected):
+    got = xla_cache.cache_dir(environ)
+    assert got == (None if expected is None else Path(expected.format(tag=xla_cache.cpu_tag())))
+
+
+def test_cpu_tag_names_the_machine_and_is_stable():
+    import platform
+
+    tag = xla_cache.cpu_tag()
+    assert tag.startswith(platform.machine() + "-") and len(tag.split("-")[-1]) == 12
+    assert tag == xla_cache.cpu_tag()
+
+
+def _ladder(tmp_path: Path, name: str, xla_setting: str) -> tuple[dict, str]:
+    """A tiny real-data ladder in a fresh process with a fresh memo: its runs (timing dropped) and stderr."""
+    out = tmp_path / f"{name}.json"
+    env = {**os.environ, "LAZYLAB_CACHE": str(tmp_path / f"memo-{name}"), "LAZYLAB_XLA_CACHE": xla_setting}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-m", "lazylab.cli", *LADDER, "--json", str(out)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in json.loads(out.read_text())["runs"]}
+    return runs, proc.stderr
+
+
+def test_cached_programs_give_the_same_runs_as_compiling(tmp_path):
+    """Cold (compiles and writes), warm (loads every program) and off: bit-identical run records."""
+    cache = tmp_path / "xla"
+    cold, err_cold = _ladder(tmp_path, "cold", str(cache))
+    entries = sorted(p.name for p in cache.rglob("*-cache"))
+    assert len(entries) > 10, entries  # every program, however small, is kept
+    warm, err_warm = _ladder(tmp_path, "warm", str(cache))
+    assert sorted(p.name for p in cache.rglob("*-cache")) == entries  # nothing new compiled
+    off, _ = _ladder(tmp_path, "off", "0")
+    assert len(cold) == 2
+    assert json.dumps(cold, sort_keys=True) == json.dumps(warm, sort_keys=True) == json.dumps(off, sort_keys=True)
+    assert err_cold == err_warm == ""  # jax says nothing about its cache
+    info = subprocess.run([sys.executable, "-m", "lazylab.cli", "cache", "info"], capture_output=True, text=True,
+                          env={**os.environ, "LAZYLAB_XLA_CACHE": str(cache)}, cwd=tmp_path, timeout=120)
+    assert f"{len(entries)} compiled programs" in " ".join(info.stdout.split()), info.stdout
