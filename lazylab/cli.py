@@ -272,7 +272,7 @@ def cache_info(cache_dir):
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
     folder = xla_cache.cache_dir()
     if folder is None:
-        out.print("compiled programs: not kept (LAZYLAB_XLA_CACHE=0)")
+        out.print(f"compiled programs: not kept (LAZYLAB_XLA_CACHE={os.environ['LAZYLAB_XLA_CACHE']})")
     else:
         programs, size = xla_cache.stats(folder)
         out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "

@@ -23,10 +23,12 @@ import hashlib
 import os
 import platform
 import sys
+import warnings
 from pathlib import Path
 
 MAX_BYTES = 1 << 30  # LRU-evicted beyond this; the paper preset writes a few MB
 OFF = ("0", "off", "false", "no")
+READ_ERROR = "Error reading persistent compilation cache entry"  # jax's warning (jax/_src/compiler.py)
 
 
 def cpu_tag() -> str:
@@ -66,6 +68,8 @@ def enable() -> Path | None:
     imported (so a fully memoized run need not import it), through
     ``jax.config`` when it is. A capped cache makes jax lock the folder
     (``filelock``) on each read and write, so several processes may share it.
+    An entry jax cannot read (a write cut short by Ctrl-C or a full disk) is
+    compiled again; lazylab says so in one line instead of jax's warning.
     Returns the folder, or None when off or when the folder cannot be made.
     """
     folder = cache_dir()
@@ -79,6 +83,7 @@ def enable() -> Path | None:
                 "jax_persistent_cache_min_compile_time_secs": 0,  # the many small programs add up
                 "jax_persistent_cache_min_entry_size_bytes": 0,
                 "jax_compilation_cache_max_size": MAX_BYTES}
+    _note_unreadable_entries(folder)
     if "jax" in sys.modules:
         import jax
 
@@ -88,6 +93,25 @@ def enable() -> Path | None:
         for name, value in settings.items():
             os.environ[name.upper()] = str(value)
     return folder
+
+
+def _note_unreadable_entries(folder: Path) -> None:
+    """Show jax's warning about an unreadable cache entry as one note per process, naming the folder."""
+    if getattr(warnings.showwarning, "lazylab_xla_cache", False):
+        return
+    show = warnings.showwarning
+    noted = []
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not str(message).startswith(READ_ERROR):
+            return show(message, category, filename, lineno, file, line)
+        if not noted:
+            noted.append(True)
+            print(f"note: a compiled program in {folder} could not be read, so it was compiled again; "
+                  "remove that folder to rebuild it", file=sys.stderr)
+
+    showwarning.lazylab_xla_cache = True
+    warnings.showwarning = showwarning
 
 
 def stats(folder: Path) -> tuple[int, int]:

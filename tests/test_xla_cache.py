@@ -49,7 +49,7 @@ def _ladder(tmp_path: Path, name: str, xla_setting: str) -> tuple[dict, str]:
 
 
 def test_cached_programs_give_the_same_runs_as_compiling(tmp_path):
-    """Cold (compiles and writes), warm (loads every program) and off: bit-identical run records."""
+    """Cold (compiles and writes), warm (loads every program), off and damaged: bit-identical run records."""
     cache = tmp_path / "xla"
     cold, err_cold = _ladder(tmp_path, "cold", str(cache))
     entries = sorted(p.name for p in cache.rglob("*-cache"))
@@ -60,6 +60,12 @@ def test_cached_programs_give_the_same_runs_as_compiling(tmp_path):
     assert len(cold) == 2
     assert json.dumps(cold, sort_keys=True) == json.dumps(warm, sort_keys=True) == json.dumps(off, sort_keys=True)
     assert err_cold == err_warm == ""  # jax says nothing about its cache
+    # Writes cut short (Ctrl-C, a full disk): the programs are compiled again, with one note.
+    for path in cache.rglob("*-cache"):
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    cut, err_cut = _ladder(tmp_path, "cut", str(cache))
+    assert json.dumps(cut, sort_keys=True) == json.dumps(off, sort_keys=True)
+    assert err_cut.startswith("note: a compiled program in ") and len(err_cut.splitlines()) == 1, err_cut
     info = subprocess.run([sys.executable, "-m", "lazylab.cli", "cache", "info"], capture_output=True, text=True,
                           env={**os.environ, "LAZYLAB_XLA_CACHE": str(cache)}, cwd=tmp_path, timeout=120)
     assert f"{len(entries)} compiled programs" in " ".join(info.stdout.split()), info.stdout
