@@ -273,10 +273,12 @@ def cache_info(cache_dir):
     folder = xla_cache.cache_dir()
     if folder is None:
         out.print(f"compiled programs: not kept (LAZYLAB_XLA_CACHE={os.environ['LAZYLAB_XLA_CACHE']})")
+    elif not xla_cache.usable(folder):
+        out.print(f"{folder}: cannot be written, so compiled programs are not kept")
     else:
         programs, size = xla_cache.stats(folder)
         out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "
-                  "LAZYLAB_XLA_CACHE; not cleared by 'cache clear')")
+                  "LAZYLAB_XLA_CACHE, 0 for none; not cleared by 'cache clear')")
 
 
 @cache.command("clear")
@@ -1230,7 +1232,7 @@ def _exit_interrupted(argv) -> None:
     if rep is None:
         click.echo("interrupted: every finished run is kept in the memo; run the same command to resume", err=True)
     else:
-        click.echo(f"interrupted: {rep.computed + rep.cached} runs kept in the memo ({rep.computed} computed now, "
+        click.echo(f"interrupted: {_count(rep.computed + rep.cached, 'run')} kept in the memo ({rep.computed} computed now, "
                    f"{rep.cached} already there); run the same command to resume", err=True)
     if argv is None:
         sys.stdout.flush()

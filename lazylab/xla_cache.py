@@ -8,7 +8,7 @@ lazylab turns that on for the CLI and for its Ray workers. Results are the
 same executables either way, so the memo's records do not depend on it.
 
 Where it lives:
-  * ``LAZYLAB_XLA_CACHE=0`` (or ``off``): not used.
+  * ``LAZYLAB_XLA_CACHE=0`` (or ``off``): jax's cache is off altogether.
   * ``LAZYLAB_XLA_CACHE=DIR``: under ``DIR``.
   * ``JAX_COMPILATION_CACHE_DIR`` (jax's own setting): that folder, as is.
   * otherwise ``$XDG_CACHE_HOME/lazylab/xla`` (``~/.cache/lazylab/xla``).
@@ -26,9 +26,12 @@ import sys
 import warnings
 from pathlib import Path
 
-MAX_BYTES = 1 << 30  # LRU-evicted beyond this; the paper preset writes a few MB
+MAX_BYTES = 1 << 30  # LRU-evicted beyond this; the quick preset writes 1.3 MiB
 OFF = ("0", "off", "false", "no")
-READ_ERROR = "Error reading persistent compilation cache entry"  # jax's warning (jax/_src/compiler.py)
+# jax's warnings (jax/_src/compiler.py) and the lock file of a capped cache (jax/_src/lru_cache.py)
+READ_ERROR = "Error reading persistent compilation cache entry"
+WRITE_ERROR = "Error writing persistent compilation cache entry"
+LOCK_FILE = ".lockfile"
 
 
 def cpu_tag() -> str:
@@ -60,6 +63,17 @@ def cache_dir(environ=None) -> Path | None:
     return base / cpu_tag()
 
 
+def usable(folder: Path) -> bool:
+    """Whether this process can make ``folder`` and write its lock file (jax locks it for every read and write)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / LOCK_FILE, "a"):
+            pass
+    except OSError:
+        return False
+    return True
+
+
 def enable() -> Path | None:
     """Point jax's persistent compilation cache at ``cache_dir()`` (every program cached, LRU-capped at ``MAX_BYTES``).
 
@@ -68,22 +82,27 @@ def enable() -> Path | None:
     imported (so a fully memoized run need not import it), through
     ``jax.config`` when it is. A capped cache makes jax lock the folder
     (``filelock``) on each read and write, so several processes may share it.
-    An entry jax cannot read (a write cut short by Ctrl-C or a full disk) is
-    compiled again; lazylab says so in one line instead of jax's warning.
-    Returns the folder, or None when off or when the folder cannot be made.
+    When the cache is off, or its folder is not ``usable``, jax's cache is
+    turned off altogether (its own ``JAX_COMPILATION_CACHE_DIR`` included), so
+    that no program waits on a lock it cannot take. jax's warnings about
+    entries it cannot read or write become one note each (``_note_cache_errors``).
+    Returns the folder, or None when the cache is off or unusable.
     """
     folder = cache_dir()
+    if folder is not None and not usable(folder):
+        folder = None
     if folder is None:
-        return None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # e.g. a read-only home: compile as usual rather than let jax warn on every program
-        return None
-    settings = {"jax_compilation_cache_dir": str(folder),
-                "jax_persistent_cache_min_compile_time_secs": 0,  # the many small programs add up
-                "jax_persistent_cache_min_entry_size_bytes": 0,
-                "jax_compilation_cache_max_size": MAX_BYTES}
-    _note_unreadable_entries(folder)
+        settings = {"jax_enable_compilation_cache": False}
+    else:
+        settings = {"jax_enable_compilation_cache": True,
+                    "jax_compilation_cache_dir": str(folder),
+                    "jax_persistent_cache_min_compile_time_secs": 0,  # the many small programs add up
+                    "jax_persistent_cache_min_entry_size_bytes": 0,
+                    "jax_compilation_cache_max_size": MAX_BYTES,
+                    # jax's default adds a GPU autotuning folder inside the cache to every key, so a
+                    # copied or moved cache would match nothing; executables are cached either way.
+                    "jax_persistent_cache_enable_xla_caches": "none"}
+        _note_cache_errors(folder)
     if "jax" in sys.modules:
         import jax
 
@@ -91,24 +110,66 @@ def enable() -> Path | None:
             jax.config.update(name, value)
     else:
         for name, value in settings.items():
-            os.environ[name.upper()] = str(value)
+            os.environ[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
     return folder
 
 
-def _note_unreadable_entries(folder: Path) -> None:
-    """Show jax's warning about an unreadable cache entry as one note per process, naming the folder."""
+def remove_damaged(folder: Path) -> int:
+    """Delete the entries of ``folder`` that do not decompress (writes cut short); returns how many.
+
+    jax never replaces an entry it finds, so a damaged one would fail on every
+    later run. Holds jax's lock on the folder, so no entry being written is
+    taken for damaged.
+    """
+    import filelock
+
+    try:
+        from jax._src.compilation_cache import decompress_executable  # jax's own entry format
+    except ImportError:  # a jax that moved it: leave the folder as it is
+        return 0
+    removed = 0
+    try:
+        with filelock.FileLock(folder / LOCK_FILE, timeout=10):
+            for entry in folder.glob("*-cache"):
+                try:
+                    decompress_executable(entry.read_bytes())
+                except Exception:  # zlib or zstd, each with its own error
+                    entry.unlink(missing_ok=True)
+                    (folder / (entry.name[: -len("-cache")] + "-atime")).unlink(missing_ok=True)
+                    removed += 1
+    except (filelock.Timeout, OSError):
+        pass
+    return removed
+
+
+def _note_cache_errors(folder: Path) -> None:
+    """Show jax's warnings about cache entries it cannot read or write as one note each per process.
+
+    After the first entry that cannot be read, the damaged entries are removed
+    (``remove_damaged``), so the programs are stored again.
+    """
     if getattr(warnings.showwarning, "lazylab_xla_cache", False):
         return
     show = warnings.showwarning
-    noted = []
+    noted = set()
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not str(message).startswith(READ_ERROR):
+        text = str(message)
+        kind = next((k for k in (READ_ERROR, WRITE_ERROR) if text.startswith(k)), None)
+        if kind is None:
             return show(message, category, filename, lineno, file, line)
-        if not noted:
-            noted.append(True)
-            print(f"note: a compiled program in {folder} could not be read, so it was compiled again; "
-                  "remove that folder to rebuild it", file=sys.stderr)
+        if kind in noted:
+            return
+        noted.add(kind)
+        reason = text.split("': ", 1)[-1]  # jax's text: "... entry for 'NAME': ErrorType: message"
+        removed = remove_damaged(folder) if kind == READ_ERROR else 0
+        if removed:
+            note = f"{removed} damaged compiled program{'s' if removed > 1 else ''} removed from {folder}; compiled again"
+        elif kind == READ_ERROR:
+            note = f"a compiled program in {folder} could not be read ({reason}); compiled again"
+        else:
+            note = f"compiled programs could not be stored in {folder} ({reason})"
+        print(f"note: {note}", file=sys.stderr)
 
     showwarning.lazylab_xla_cache = True
     warnings.showwarning = showwarning

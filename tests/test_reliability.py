@@ -198,10 +198,11 @@ def test_interrupted_ladder_keeps_finished_runs_and_resumes_identically(sig, ref
         assert proc.returncode == 130, err
         assert "Traceback" not in err
         assert len(lines(err)) == 1, err
-        said = re.fullmatch(r"interrupted: (\d+) runs kept in the memo \((\d+) computed now, 0 already there\); "
+        said = re.fullmatch(r"interrupted: (\d+) (runs?) kept in the memo \((\d+) computed now, 0 already there\); "
                             r"run the same command to resume", lines(err)[0])
         assert said, err
         n = int(said.group(1))
+        assert (said.group(2) == "run") == (n == 1), err  # "1 run", "2 runs"
         # The count is of runs reported done; a put that finished just before the
         # interrupt (its report not yet made) is kept too.
         assert n >= 1 and n <= len(kept) <= n + 1
