@@ -94,8 +94,7 @@ def enable() -> Path | None:
     if folder is None:
         settings = {"jax_enable_compilation_cache": False}
     else:
-        settings = {"jax_enable_compilation_cache": True,
-                    "jax_compilation_cache_dir": str(folder),
+        settings = {"jax_compilation_cache_dir": str(folder),
                     "jax_persistent_cache_min_compile_time_secs": 0,  # the many small programs add up
                     "jax_persistent_cache_min_entry_size_bytes": 0,
                     "jax_compilation_cache_max_size": MAX_BYTES,
