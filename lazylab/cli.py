@@ -274,7 +274,7 @@ def cache_info(cache_dir):
     if folder is None:
         out.print(f"compiled programs: not kept (LAZYLAB_XLA_CACHE={os.environ['LAZYLAB_XLA_CACHE']})")
     elif not xla_cache.usable(folder):
-        out.print(f"{folder}: cannot be written, so compiled programs are not kept")
+        out.print(f"{folder}: cannot be written (jax locks it even to read), so compiled programs are not kept or used")
     else:
         programs, size = xla_cache.stats(folder)
         out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "

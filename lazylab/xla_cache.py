@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -85,7 +86,8 @@ def enable() -> Path | None:
     When the cache is off, or its folder is not ``usable``, jax's cache is
     turned off altogether (its own ``JAX_COMPILATION_CACHE_DIR`` included), so
     that no program waits on a lock it cannot take. jax's warnings about
-    entries it cannot read or write become one note each (``_note_cache_errors``).
+    entries it cannot read or write become one note each, and the entries at
+    fault are removed so that they are stored again (``_note_cache_errors``).
     Returns the folder, or None when the cache is off or unusable.
     """
     folder = cache_dir()
@@ -101,6 +103,7 @@ def enable() -> Path | None:
                     # jax's default adds a GPU autotuning folder inside the cache to every key, so a
                     # copied or moved cache would match nothing; executables are cached either way.
                     "jax_persistent_cache_enable_xla_caches": "none"}
+        remove_entries(folder)  # a write cut short in an earlier process would stop this one's writes
         _note_cache_errors(folder)
     if "jax" in sys.modules:
         import jax
@@ -113,28 +116,26 @@ def enable() -> Path | None:
     return folder
 
 
-def remove_damaged(folder: Path) -> int:
-    """Delete the entries of ``folder`` that do not decompress (writes cut short); returns how many.
+def remove_entries(folder: Path, program: str | None = None) -> int:
+    """Delete the entries of ``program`` (jax names them ``PROGRAM-HASH``) and those missing their ``-atime`` file.
 
-    jax never replaces an entry it finds, so a damaged one would fail on every
-    later run. Holds jax's lock on the folder, so no entry being written is
-    taken for damaged.
+    jax never replaces an entry it finds, so one it cannot read would fail on
+    every later run; and before each write it reads every entry's ``-atime``
+    file, so one missing (a write cut short) stops every later write. Holds
+    jax's lock on the folder, so no entry being written is taken for broken.
+    Returns the number of entries removed (0 if the lock is not had in 10 s).
     """
     import filelock
 
-    try:
-        from jax._src.compilation_cache import decompress_executable  # jax's own entry format
-    except ImportError:  # a jax that moved it: leave the folder as it is
-        return 0
     removed = 0
     try:
         with filelock.FileLock(folder / LOCK_FILE, timeout=10):
             for entry in folder.glob("*-cache"):
-                try:
-                    decompress_executable(entry.read_bytes())
-                except Exception:  # zlib or zstd, each with its own error
+                key = entry.name[: -len("-cache")]
+                atime = folder / f"{key}-atime"
+                if (program is not None and key.startswith(program + "-")) or not atime.exists():
                     entry.unlink(missing_ok=True)
-                    (folder / (entry.name[: -len("-cache")] + "-atime")).unlink(missing_ok=True)
+                    atime.unlink(missing_ok=True)
                     removed += 1
     except (filelock.Timeout, OSError):
         pass
@@ -144,8 +145,8 @@ def remove_damaged(folder: Path) -> int:
 def _note_cache_errors(folder: Path) -> None:
     """Show jax's warnings about cache entries it cannot read or write as one note each per process.
 
-    After the first entry that cannot be read, the damaged entries are removed
-    (``remove_damaged``), so the programs are stored again.
+    Each program whose entry cannot be read has its entries removed, and so has
+    every entry that stops writes (``remove_entries``): they are stored again.
     """
     if getattr(warnings.showwarning, "lazylab_xla_cache", False):
         return
@@ -157,15 +158,17 @@ def _note_cache_errors(folder: Path) -> None:
         kind = next((k for k in (READ_ERROR, WRITE_ERROR) if text.startswith(k)), None)
         if kind is None:
             return show(message, category, filename, lineno, file, line)
+        # jax's text: "Error ... entry for 'PROGRAM': ErrorType: message", the message maybe many lines
+        named = re.match(r"[^']*'([^']*)': (.*)", text, re.DOTALL)
+        program, reason = (named.group(1), " ".join(named.group(2).split())[:200]) if named else (None, "")
+        if kind == READ_ERROR and program is None:  # not jax's usual text: no way to tell which entry
+            return show(message, category, filename, lineno, file, line)
+        remove_entries(folder, program if kind == READ_ERROR else None)
         if kind in noted:
             return
         noted.add(kind)
-        reason = text.split("': ", 1)[-1]  # jax's text: "... entry for 'NAME': ErrorType: message"
-        removed = remove_damaged(folder) if kind == READ_ERROR else 0
-        if removed:
-            note = f"{removed} damaged compiled program{'s' if removed > 1 else ''} removed from {folder}; compiled again"
-        elif kind == READ_ERROR:
-            note = f"a compiled program in {folder} could not be read ({reason}); compiled again"
+        if kind == READ_ERROR:
+            note = f"a compiled program in {folder} could not be read ({reason}); removed, compiled again and stored"
         else:
             note = f"compiled programs could not be stored in {folder} ({reason})"
         print(f"note: {note}", file=sys.stderr)
