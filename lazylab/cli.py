@@ -1243,8 +1243,8 @@ def _exit_interrupted(argv) -> None:
 
 def _main(argv) -> None:
     ProgressReporter.latest = None
-    xla_cache.enable()
     try:
+        xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help())
