@@ -59,7 +59,7 @@ def step_ms(arms: list[str], m: int) -> dict[str, float]:
         best = float("inf")
         for _ in range(4):  # the first call compiles
             t = time.perf_counter()
-            trainable, opt, losses = train._epoch(graphdef, tx, None, trainable, opt, rest, xj, yj, order)
+            trainable, opt, losses = train._epoch(graphdef, tx, trainable, opt, rest, xj, yj, order)
             losses.block_until_ready()
             best = min(best, time.perf_counter() - t)
         out[name] = 1e3 * best / STEPS

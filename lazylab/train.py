@@ -91,16 +91,16 @@ def _unstack(tree, members: int) -> list:
     return [jax.tree.map(lambda a: a[i], tree) for i in range(members)]
 
 
-def _member_inputs(x, x_axis, members: int) -> list:
-    """Each member's inputs: ``x`` itself when shared (``x_axis`` None), else its slice of the stack."""
-    return _unstack(x, members) if x_axis == 0 else [x] * members
+def _member_inputs(x, members: int) -> list:
+    """Each member's inputs: its own array when ``x`` is a tuple of them, else ``x`` itself, shared."""
+    return list(x) if isinstance(x, tuple) else [x] * members
 
 
-@partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3, 4))
-def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
+@partial(jax.jit, static_argnums=(0, 1), donate_argnums=(2, 3))
+def _epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
     """Every member's epoch in one program: a ``lax.scan`` over the batches whose step holds
-    each member's step side by side; ``order`` is ``(members, steps, batch)``, inputs are
-    shared or, when ``x_axis == 0``, one per member.
+    each member's step side by side; ``order`` is ``(members, steps, batch)``, ``x`` is one
+    array shared by every member or a tuple of one array per member.
 
     Side by side rather than ``jax.vmap``: vmap turns each product into one batched
     product, which XLA's CPU backend ran 2-4x slower per member than the plain ones
@@ -109,7 +109,7 @@ def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
     """
     S = order.shape[0]
     rests = _unstack(rest, S)
-    xs = _member_inputs(x, x_axis, S)
+    xs = _member_inputs(x, S)
 
     def step(carry, idx):  # idx: (members, batch)
         out = [_step(graphdef, tx, p, s, r, xx, y, i) for (p, s), r, xx, i in zip(carry, rests, xs, idx)]
@@ -120,20 +120,20 @@ def _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x, y, order):
     return _stack([p for p, _ in carry]), _stack([s for _, s in carry]), losses.T
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _correct(graphdef, x_axis, trainable, rest, x, y):
+@partial(jax.jit, static_argnums=0)
+def _correct(graphdef, trainable, rest, x, y):
     """``(members,)`` correct predictions of each member on ``x``, members side by side (as ``_epoch``)."""
     S = jax.tree.leaves(trainable)[0].shape[0]
-    xs = _member_inputs(x, x_axis, S)
+    xs = _member_inputs(x, S)
     count = lambda p, r, xx: jnp.sum(jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y)
     return jnp.stack([count(p, r, xx) for p, r, xx in zip(_unstack(trainable, S), _unstack(rest, S), xs)])
 
 
-def _accuracies(graphdef, x_axis, trainable, rest, x, y, chunk: int = 2500) -> np.ndarray:
+def _accuracies(graphdef, trainable, rest, x, y, chunk: int = 2500) -> np.ndarray:
     """Test accuracy (%) of every member, ``(members,)``, evaluated in chunks of images."""
     n = y.shape[0]
-    take = (lambda i: x[i : i + chunk]) if x_axis is None else (lambda i: x[:, i : i + chunk])
-    correct = sum(np.asarray(_correct(graphdef, x_axis, trainable, rest, take(i), y[i : i + chunk])) for i in range(0, n, chunk))
+    take = (lambda i: tuple(a[i : i + chunk] for a in x)) if isinstance(x, tuple) else (lambda i: x[i : i + chunk])
+    correct = sum(np.asarray(_correct(graphdef, trainable, rest, take(i), y[i : i + chunk])) for i in range(0, n, chunk))
     return 100.0 * correct / n
 
 
@@ -187,8 +187,8 @@ def fit_batch(
     Args:
       models: S nnx modules mapping ``(n, d_in)`` to logits ``(n, 10)``, one graph; not mutated.
       x_train: float32 inputs ``(n, d_in)`` shared by every member (a trained bank's
-        images), or ``(S, n, d_in)``, one per member (each frozen bank's features).
-      x_test: likewise ``(n_test, d_in)`` or ``(S, n_test, d_in)``.
+        images), or a list of S such arrays, one per member (each frozen bank's features).
+      x_test: likewise ``(n_test, d_in)`` or a list of S.
       y_train, y_test: int labels ``(n,)`` and ``(n_test,)``.
       lrs, seeds: S rates and S batch-order seeds.
       epochs, batch, weight_decay: SPEC section 5.
@@ -198,13 +198,12 @@ def fit_batch(
         member's trainable ``nnx.State`` (a copy it may keep).
     Returns: one FitResult per member, in order.
     Raises: ValueError if ``n < batch``, if there is not one rate, seed (and
-      stacked input) per model, or if the models do not share one graph.
+      input, when not shared) per model, or if the models do not share one graph.
     """
     S = len(models)
-    x_axis, x_test_axis = (None if jnp.ndim(x) == 2 else 0 for x in (x_train, x_test))
-    if not S or not len(lrs) == len(seeds) == S or any(
-            axis == 0 and len(x) != S for axis, x in ((x_axis, x_train), (x_test_axis, x_test))):
-        raise ValueError(f"fit_batch needs one rate, seed (and stacked input) per model, got {S} models, "
+    per_member = lambda x: isinstance(x, (list, tuple))
+    if not S or not len(lrs) == len(seeds) == S or any(per_member(x) and len(x) != S for x in (x_train, x_test)):
+        raise ValueError(f"fit_batch needs one rate, seed (and input, if not shared) per model, got {S} models, "
                          f"{len(lrs)} rates, {len(seeds)} seeds")
     n = len(y_train)
     if n < batch:
@@ -219,11 +218,13 @@ def fit_batch(
     tx = optimizer(1.0, weight_decay)
     opt_state = jax.vmap(tx.init)(trainable)
     opt_state.hyperparams["learning_rate"] = jnp.asarray(lrs, jnp.float32)
-    x_train, x_test, y_train, y_test = (jnp.asarray(a) for a in (x_train, x_test, y_train, y_test))
+    # Per-member inputs stay separate arrays: stacking them would copy every one.
+    x_train, x_test = (tuple(map(jnp.asarray, x)) if per_member(x) else jnp.asarray(x) for x in (x_train, x_test))
+    y_train, y_test = jnp.asarray(y_train), jnp.asarray(y_test)
     orders = np.stack([batch_orders(seed, n, batch, epochs) for seed in seeds], axis=1)  # (epochs, S, steps, batch)
     results = [FitResult() for _ in range(S)]
     for epoch in range(epochs):
-        trainable, opt_state, losses = _epoch(graphdef, tx, x_axis, trainable, opt_state, rest, x_train, y_train, jnp.asarray(orders[epoch]))
+        trainable, opt_state, losses = _epoch(graphdef, tx, trainable, opt_state, rest, x_train, y_train, jnp.asarray(orders[epoch]))
         losses = np.asarray(losses)  # (S, steps)
         live = [i for i in range(S) if results[i].diverged is None]
         # One pass over the stacked parameters: which members are still all finite.
@@ -240,7 +241,7 @@ def fit_batch(
         live = [i for i in live if results[i].diverged is None]
         if not live:
             break
-        accs = _accuracies(graphdef, x_test_axis, trainable, rest, x_test, y_test)
+        accs = _accuracies(graphdef, trainable, rest, x_test, y_test)
         for i in live:
             results[i].train_loss.append(float(losses[i].mean()))
             results[i].curve.append(float(accs[i]))
@@ -255,7 +256,7 @@ def fit_batch(
 
 def accuracy(graphdef, trainable, rest, x, y, chunk: int = 2500) -> float:
     """Test accuracy in percent of the merged model on ``x`` ``(n, d)``, ``y`` ``(n,)``."""
-    return float(_accuracies(graphdef, None, _stack([trainable]), _stack([rest]), jnp.asarray(x), jnp.asarray(y), chunk)[0])
+    return float(_accuracies(graphdef, _stack([trainable]), _stack([rest]), jnp.asarray(x), jnp.asarray(y), chunk)[0])
 
 
 def fit(

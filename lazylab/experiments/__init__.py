@@ -181,10 +181,10 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
     }
 
 
-# Trained runs up to this width train in groups of at most BATCH_MEMBERS, one
-# program per group (train.fit_batch): batching pays there on this 2-core CPU
-# (bench/vmap_seeds.py, docs/performance.md); a wider step already keeps both
-# cores busy, and a frozen head on stored features is faster alone. A member's
+# Runs up to this width train in groups of at most BATCH_MEMBERS, one program per
+# group (train.fit_batch): batching pays there on this 2-core CPU, for trained
+# banks and for heads on stored features alike (bench/vmap_seeds.py,
+# docs/performance.md); a wider step already keeps both cores busy. A member's
 # bits are its run's alone, so a group's make-up never changes a record.
 BATCH_MAX_WIDTH = 256
 BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds
@@ -192,7 +192,7 @@ BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds
 
 def batched(arm: Arm, width: int) -> bool:
     """Whether runs of ``arm`` at ``width`` train in groups (``train_runs``)."""
-    return arm.trained and width <= BATCH_MAX_WIDTH
+    return width <= BATCH_MAX_WIDTH
 
 
 def batch_groups(arm: Arm, cfgs: list[RunConfig]) -> list[list[RunConfig]]:
@@ -224,7 +224,6 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     Returns: one JSON-serialisable record per run, in order; ``seconds`` is the
       group's wall time divided among its ``batch_size`` runs.
     """
-    import jax.numpy as jnp
     from flax import nnx
 
     from lazylab.model import bank_scalars, build_model
@@ -242,11 +241,10 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     if arm.trained:
         results = fit_batch([models[c] for c in cfgs], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
-        feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]
-        # One run's features as they are; several runs' stacked (each has its own bank).
-        split = (lambda i: feats[0][i]) if len(feats) == 1 else (lambda i: jnp.stack([f[i] for f in feats]))
-        results = fit_batch([models[c].head for c in cfgs], split(0), d.y_train, split(1), d.y_test, **protocol)
-        del feats, split
+        feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
+        results = fit_batch([models[c].head for c in cfgs], [f[0] for f in feats], d.y_train,
+                            [f[1] for f in feats], d.y_test, **protocol)
+        del feats
     seconds = round((time.perf_counter() - t0) / len(cfgs), 3)
     records = []
     for cfg, res in zip(cfgs, results):
