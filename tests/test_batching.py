@@ -89,11 +89,10 @@ def test_batch_groups_join_seeds_and_rates_of_one_shape_only(tmp_path):
     other = dataclasses.replace(cfgs[0], epochs=3)
     assert len(batch_groups(trained, [cfgs[0], other])) == 2  # another protocol is another program
     frozen = get_arm("yat-frozen")
-    frozen_groups = batch_groups(frozen, [dataclasses.replace(c, arm=frozen.name) for c in cfgs])
-    assert [len(g) for g in frozen_groups] == [BATCH_MEMBERS] * 2 + [1] * 6  # heads on features group alike
+    assert all(len(g) == 1 for g in batch_groups(frozen, [dataclasses.replace(c, arm=frozen.name) for c in cfgs]))
 
 
-@pytest.mark.parametrize("arm_name", ["yat-trained", "relu-trained", "yat-frozen"])
+@pytest.mark.parametrize("arm_name", ["yat-trained", "relu-trained"])
 def test_a_runs_record_is_the_same_bits_whatever_it_is_grouped_with(fmnist, memo_dir, arm_name):
     """A member computes what it computes alone, so resuming or re-requesting a run never changes its record."""
     ws = Workspace(None, memo_dir)

@@ -181,18 +181,20 @@ def movement(W0: np.ndarray, W1: np.ndarray) -> dict:
     }
 
 
-# Runs up to this width train in groups of at most BATCH_MEMBERS, one program per
-# group (train.fit_batch): batching pays there on this 2-core CPU, for trained
-# banks and for heads on stored features alike (bench/vmap_seeds.py,
-# docs/performance.md); a wider step already keeps both cores busy. A member's
-# bits are its run's alone, so a group's make-up never changes a record.
+# Trained runs up to this width train in groups of at most BATCH_MEMBERS, one
+# program per group (train.fit_batch): batching pays there on this 2-core CPU
+# (bench/vmap_seeds.py, docs/performance.md); a wider step already keeps both
+# cores busy. Heads on stored features train alone: their programs run 1.2-1.6x
+# faster batched, but a ladder of them measured no faster (its 3-member programs
+# compile longer). A member's bits are its run's alone, so a group's make-up
+# never changes a record.
 BATCH_MAX_WIDTH = 256
 BATCH_MEMBERS = 3  # a trained arm's bracket grid, or a cell's seeds
 
 
 def batched(arm: Arm, width: int) -> bool:
     """Whether runs of ``arm`` at ``width`` train in groups (``train_runs``)."""
-    return width <= BATCH_MAX_WIDTH
+    return arm.trained and width <= BATCH_MAX_WIDTH
 
 
 def batch_groups(arm: Arm, cfgs: list[RunConfig]) -> list[list[RunConfig]]:
