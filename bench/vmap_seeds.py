@@ -19,8 +19,8 @@ train the head on each bank's stored features.
 It also prints the ceiling of any such program on this machine: the same
 sequential runs, timed in a fresh process pinned to one core, give one core's
 rate, and members that share no work cannot run faster than every core at that
-rate, so no program beats ``cores * sequential / one-core`` (a run that already
-gains 1.44x from a second core leaves 2 / 1.44 = 1.39x). Only work the members
+rate, so no program beats ``cores * sequential / one-core`` (on 2 cores, a run
+that already gains g from the second core leaves 2 / g). Only work the members
 share (dispatch, set-up) can lift a program above it.
 """
 
@@ -55,7 +55,7 @@ def vmap_epoch(graphdef, tx, trainable, opt_state, rest, x, y, order):
 
 
 def setup(name: str, m: int, d, seeds: list[int]):
-    """The three seeds' nets and inputs: ``(nets, xs, batch_inputs)``, as the ladder trains them."""
+    """The three seeds' nets, their inputs one by one (``xs``) and as ``fit_batch`` takes them: ``(nets, xs, batch_inputs)``."""
     from lazylab.arms import get_arm
     from lazylab.model import build_model, features
 
