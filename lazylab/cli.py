@@ -315,13 +315,18 @@ class ProgressReporter:
     def plan(self, total):
         self.progress.update(self.task, total=total)
 
+    @staticmethod
+    def label(cfg) -> str:
+        """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout (no rate)."""
+        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + ("convex" if cfg.lr is None else f"lr={cfg.lr:g}")
+
     def start(self, cfg):
         _check_interrupt()
-        self.progress.update(self.task, description=f"{cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g}")
+        self.progress.update(self.task, description=self.label(cfg))
 
     def epoch(self, cfg, epoch, acc):
         _check_interrupt()
-        self.progress.update(self.task, description=f"{cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g} epoch {epoch}/{cfg.epochs} {acc:.2f}%")
+        self.progress.update(self.task, description=f"{self.label(cfg)} epoch {epoch}/{cfg.epochs} {acc:.2f}%")
 
     def done(self, cfg, record, cached):
         if record["key"] not in self._reported:
@@ -435,6 +440,19 @@ def _backend_note(backend) -> str:
     return "" if tasks is None else f"; {tasks} Ray task{'s' * (tasks != 1)} on {backend.where()}"
 
 
+def _lambdas(ctx, param, value):
+    """``--lambdas``: comma-separated finite penalties >= 0, largest first; None when not given."""
+    if value is None:
+        return None
+    try:
+        lams = sorted({float(v) for v in value.split(",") if v.strip()}, reverse=True)
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+    if not lams or any(not (0 <= v < float("inf")) for v in lams):
+        raise click.BadParameter(f"expected finite penalties >= 0, got {value!r}")
+    return tuple(lams)
+
+
 def default_out() -> Path:
     """``$LAZYLAB_OUT`` or ``./out``: the root for figures and tables a command writes by default."""
     return Path(os.environ.get("LAZYLAB_OUT") or "out")
@@ -465,14 +483,21 @@ def default_out() -> Path:
               help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
+@click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
+              help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
+                   "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
+@click.option("--lambdas", callback=_lambdas, default=None,
+              help="Convex readout: comma-separated L2 penalties to choose from on a held-out part of the "
+                   "training set [default: 1e-4,1e-6,1e-8].")
 @backend_options
 @cache_limit_option
 @data_options
 def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_path, csv_path, figures_dir,
-           no_figures, report, climb_widths, climb_gain, data_dir, cache_dir, cache_limit, backend, address,
-           task_cpus, task_gpus):
+           no_figures, report, climb_widths, climb_gain, readout, lambdas, data_dir, cache_dir, cache_limit, backend,
+           address, task_cpus, task_gpus):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
     from lazylab.experiments import Workspace
+    from lazylab.experiments.convex import LAMBDAS, run_convex_ladder
     from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
 
     p = PRESETS[preset]
@@ -493,8 +518,12 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     figures_dir = None if no_figures else writable_dir(figures_dir or default_out() / "ladder", "--figures")
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
+    lambdas = lambdas or LAMBDAS
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
+    if readout == "convex":
+        _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain)
+        return
     if report:
         ws.memo_only = True
         result = run_ladder(ws, plan)
@@ -517,6 +546,17 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     for part in analysis_tables(analysis):
         out.print(part)
     payload = {**result.to_json(), "analysis": analysis}
+    if readout == "both":
+        from lazylab.experiments.convex import wall
+
+        import dataclasses
+
+        frozen = dataclasses.replace(plan, arms=tuple(a for a in plan.arms if not a.trained))
+        convex = _convex_phase(ws, frozen, lambdas, report)
+        payload["convex"] = convex
+        payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
+        for part in wall_tables(payload["analysis"]["wall"]):
+            out.print(part)
     if json_path is not None:
         json_path.write_text(json.dumps(payload, indent=1))
         out.print(f"wrote {json_path}")
@@ -539,6 +579,90 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
 
         paths = ladder_figures(payload, figures_dir)
         out.print(f"wrote {', '.join(str(p) for p in paths)}")
+
+
+def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
+    """``run_convex_ladder`` under a progress bar (memo only with ``report``); exit 2 if ``report`` lacks a run."""
+    from lazylab.experiments.convex import run_convex_ladder
+
+    if report:
+        ws.memo_only = True
+        convex = run_convex_ladder(ws, plan, lambdas)
+        lacking = [k for k in ws.missing if k.startswith("convex-")]
+        if lacking:
+            raise LazylabError(f"--report: the memo at {ws.memo.directory} lacks {_count(len(lacking), 'convex readout')}"
+                               "; run the same command without --report to compute them")
+        out.print(f"convex readouts: {len(convex['runs'])} from the memo (report: nothing computed)")
+        return convex
+    with _progress() as progress:
+        reporter = ProgressReporter(progress)
+        convex = run_convex_ladder(ws, plan, lambdas, reporter)
+    out.print(f"convex readouts: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}")
+    return convex
+
+
+def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain) -> None:
+    """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
+    from lazylab import analysis as an
+
+    convex = _convex_phase(ws, plan, lambdas, report)
+    widths = list(plan.widths)
+    table = Table()
+    table.add_column("arm")
+    for w in widths:
+        table.add_column(f"m={w}", justify="right")
+    for arm, a in convex["arms"].items():
+        cells = [a["cells"][str(w)] for w in widths]
+        table.add_row(arm, *[_num(c["mean"]) + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") for c in cells])
+    out.print(f"convex readout: test accuracy (%) at the optimum of cross-entropy + L2 (lambda chosen on the last "
+              f"{convex['holdout_fraction']} of the training images), mean ± std over seeds "
+              f"{','.join(map(str, plan.seeds))}")
+    out.print(table)
+    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
+                               min_gain=climb_gain) for arm, a in convex["arms"].items()}
+    out.print(_law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
+    if json_path is not None:
+        json_path.write_text(json.dumps({"plan": {"arms": [a.name for a in plan.arms], "widths": widths,
+                                                  "seeds": list(plan.seeds), "readout": "convex", **plan.protocol()},
+                                         "convex": convex, "analysis": {"convex_law": laws}}, indent=1))
+        out.print(f"wrote {json_path}")
+
+
+def _law_table(title: str, laws: dict) -> Table:
+    """One row per curve: widths fitted, floor, c, alpha, R^2 (notes below, not in a column)."""
+    law = Table(title=title, title_justify="left")
+    for col in ("curve", "widths fitted", "floor (%)", "c", "alpha", "R^2"):
+        law.add_column(col, justify="left" if col in ("curve", "widths fitted") else "right")
+    for name, f in laws.items():
+        used = ",".join(map(str, f.get("widths", []))) or "-"
+        if "skipped" in f:
+            law.add_row(name, used, "-", "-", "-", "-")
+        else:
+            law.add_row(name, used, f"{f['floor']:.2f}", f"{f['c']:.3g}", f"{f['alpha']:.3f}", f"{f['r2']:.4f}")
+    skipped = [f"{name}: {f['skipped']}" for name, f in laws.items() if "skipped" in f]
+    if skipped:
+        law.caption = "; ".join(skipped)
+        law.caption_justify = "left"
+    return law
+
+
+def wall_tables(w: dict) -> list:
+    """The wall table (``experiments.convex.wall``) and both curves' ladder laws, as rich tables."""
+    table = Table(title="the wall: protocol (AdamW) readout against the convex optimum, mean over seeds",
+                  title_justify="left")
+    for col in ("arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train loss: protocol",
+                "optimum", "gap (nats)", "grad norm"):
+        table.add_column(col, justify="left" if col == "arm" else "right")
+    for arm, rows in w["arms"].items():
+        for width, r in rows.items():
+            table.add_row(arm, width, _num(r["best_acc"]), _num(r["final_acc"]), _num(r["convex_acc"]),
+                          _num(r["gap"], "+.2f"), _num(r["protocol_loss"], ".4f"), _num(r["convex_loss"], ".4f"),
+                          _num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))
+    if any(not r["converged"] for rows in w["arms"].values() for r in rows.values()):
+        table.caption = "* the gradient rule was not met (iteration cap, or float32 precision reached)"
+        table.caption_justify = "left"
+    laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
+    return [table, _law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]
 
 
 # --------------------------------------------------------------- trajectory

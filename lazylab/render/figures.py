@@ -21,6 +21,9 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
     ``||W_end - W0||_F`` grows like ``sqrt(m d)``. By default
     (``sqrt_sign="auto"``) the reference takes the sign of the mean fitted
     slope, and its label says which it is.
+  * ``wall_figure`` — with ``ladder --readout both``: per frozen arm, the
+    protocol's ``best_acc`` and the convex optimum's test accuracy vs m, the
+    gap between them shaded.
 """
 
 from __future__ import annotations
@@ -189,6 +192,48 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
     return _save(fig, Path(directory), stem)
 
 
+def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> list[Path]:
+    """Each frozen arm's protocol readout and its convex optimum vs width, the gap shaded.
+
+    Args:
+      payload: a ladder payload whose ``["analysis"]["wall"]["arms"]`` is
+        ``{arm: {str(width): {"best_acc", "convex_acc", ...}}}`` (``experiments.convex.wall``).
+      directory: output folder (created).
+    Returns: the two paths written (``<stem>.png``, ``.svg``); none when no arm has a row.
+    """
+    arms = {a: rows for a, rows in payload["analysis"]["wall"]["arms"].items() if rows}
+    if not arms:
+        return []
+    widths = [int(w) for w in payload["plan"]["widths"]]
+    cols = min(len(arms), 2)
+    rows_n = math.ceil(len(arms) / cols)
+    fig = figure((4.6 * cols + 0.6, 3.4 * rows_n + 0.4), 110, layout="constrained")
+    axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
+    colour = _colours(list(arms))
+    for ax, (arm, rows) in zip(axes, arms.items()):
+        x = np.asarray(sorted(int(w) for w in rows))
+        proto = np.asarray([rows[str(w)]["best_acc"] for w in x])
+        conv = np.asarray([rows[str(w)]["convex_acc"] for w in x])
+        ax.fill_between(x, proto, conv, color=colour[arm], alpha=0.18, linewidth=0, label="gap")
+        ax.plot(x, proto, color=colour[arm], marker="o", markersize=4, linewidth=1.5,
+                label="protocol: AdamW, best epoch")
+        ax.plot(x, conv, color=colour[arm], marker="D", markersize=4, linewidth=1.5, linestyle="--",
+                label="convex optimum (L-BFGS)")
+        _log2_axis(ax, widths)
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(arm, fontsize=10)
+        ax.grid(True, alpha=0.25)
+        ax.legend(fontsize=7.5, loc="lower right")
+    for ax in axes[len(arms):]:
+        ax.set_visible(False)
+    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
+    fig.suptitle(f"The wall: frozen readouts against their convex optimum, mean over seeds {seeds}", fontsize=10)
+    return _save(fig, Path(directory), stem)
+
+
 def ladder_figures(payload: dict, directory: str | Path) -> list[Path]:
-    """Both ladder figures (four files) into ``directory``."""
-    return accuracy_figure(payload, directory) + movement_figure(payload, directory)
+    """The ladder figures into ``directory``: accuracy and movement, and the wall when the payload has one."""
+    paths = accuracy_figure(payload, directory) + movement_figure(payload, directory)
+    if (payload.get("analysis") or {}).get("wall"):
+        paths += wall_figure(payload, directory)
+    return paths

@@ -1,0 +1,104 @@
+"""The convex readout (lazylab.experiments.convex): the optimum checked against an independent
+solver on real features, lambda chosen without the test set, and the ladder's wall table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cli_helpers import assert_one_line_error, run
+from lazylab.arms import get_arm
+from lazylab.experiments.convex import ConvexConfig, convex_readout, solve
+from lazylab.model import build_model, features
+
+
+def _objective(F, y, W, b, lam):
+    """The regularised mean cross-entropy in float64 (the objective both solvers minimise)."""
+    z = np.asarray(F, np.float64) @ W + b
+    z -= z.max(axis=1, keepdims=True)
+    ce = np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(y)), y]
+    return ce.mean() + 0.5 * lam * np.sum(W * W)
+
+
+@pytest.fixture(scope="module")
+def relu_features(fmnist):
+    """relu-frozen's bank at m = 32 on the first 1,500 training and 500 test images."""
+    x, y = fmnist.x_train[:1500], fmnist.y_train[:1500]
+    model = build_model(get_arm("relu-frozen"), 32, 0, x)
+    return (np.asarray(features(model.feat, x)), y,
+            np.asarray(features(model.feat, fmnist.x_test[:500])), fmnist.y_test[:500])
+
+
+@pytest.mark.parametrize("lam", [1e-2, 1e-4])
+def test_optimum_matches_scikit_learn(relu_features, lam):
+    """sklearn's multinomial LogisticRegression (lbfgs, float64) minimises sum CE + ||W||^2 / (2C):
+    with C = 1 / (n lam) it is our objective times n; both optima agree to 1e-3 in loss."""
+    from sklearn.linear_model import LogisticRegression
+
+    F, y, _, _ = relu_features
+    ours = solve(F, y, lam)
+    sk = LogisticRegression(C=1.0 / (len(y) * lam), tol=1e-10, max_iter=5000).fit(F.astype(np.float64), y)
+    mine = _objective(F, y, ours["W"].astype(np.float64), ours["b"], lam)
+    theirs = _objective(F, y, sk.coef_.T, sk.intercept_, lam)
+    assert abs(mine - theirs) < 1e-3, (mine, theirs)
+    assert mine < _objective(F, y, np.zeros((32, 10)), np.zeros(10), lam) - 0.5  # it moved far from the start
+    assert ours["converged"] or ours["stalled"]
+    assert abs(ours["objective"] - mine) < 1e-4  # the value it reports is the objective it minimised
+
+
+def test_warm_start_reaches_the_same_optimum(relu_features):
+    F, y, _, _ = relu_features
+    cold = solve(F, y, 1e-3)
+    warm = solve(F, y, 1e-3, start=solve(F, y, 1e-1))
+    assert abs(cold["objective"] - warm["objective"]) < 1e-5
+
+
+def test_lambda_is_chosen_without_the_test_set(relu_features):
+    """The choice and the fit read only the training images: other test labels change only test_acc."""
+    F, y, Ft, yt = relu_features
+    cfg = ConvexConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), lambdas=(1e-1, 1e-3, 1e-5),
+                       holdout=len(y) // 6)
+    a = convex_readout(F, y, Ft, yt, cfg)
+    b = convex_readout(F, y, Ft, (yt + 1) % 10, cfg)
+    assert a["lambda"] == b["lambda"] and a["selection"] == b["selection"] and a["train_loss"] == b["train_loss"]
+    assert a["test_acc"] != b["test_acc"]
+    assert a["lambda"] == max(cfg.lambdas, key=lambda lam: (a["selection"][repr(lam)], lam))
+    assert 50 < a["test_acc"] < 95
+
+
+TINY = ["--train-size", "1536", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
+
+
+def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_path):
+    argv = ["ladder", "--arms", "relu-frozen,yat-trained", "--widths", "8,16", *TINY, "--readout", "both",
+            "--lambdas", "1e-3,1e-5", "--json", tmp_path / "r.json", "--figures", tmp_path / "fig"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "the wall" in out and "wall.png" in out
+    payload = json.loads((tmp_path / "r.json").read_text())
+    rows = payload["analysis"]["wall"]["arms"]
+    assert list(rows) == ["relu-frozen"]  # trained arms have no convex readout
+    for r in rows["relu-frozen"].values():
+        # One AdamW epoch stops far short of the optimum of the same features.
+        assert r["convex_loss"] < r["protocol_loss"] and r["loss_gap"] > 0
+        assert r["convex_acc"] == pytest.approx(r["best_acc"] + r["gap"])
+    runs = payload["convex"]["runs"]
+    assert len(runs) == 2 and all(set(r["selection"]) == {"0.001", "1e-05"} for r in runs)
+    again = run(capsys, *argv)
+    assert "convex readouts: 2 computed, 0 from the memo" in out
+    assert again[0] == 0 and "0 computed, 4 from the memo" in again[1]
+    assert "convex readouts: 0 computed, 2 from the memo" in again[1]
+    assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
+
+
+def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-trained", "--widths", "8", *TINY, "--readout", "convex")
+    assert_one_line_error(code, err, "yat-trained", "frozen")
+
+
+@pytest.mark.parametrize("lambdas", ["abc", "-1", "nan", "inf", ","])
+def test_bad_lambdas(capsys, memo_dir, lambdas):
+    code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
+    assert_one_line_error(code, err, "--lambdas")
