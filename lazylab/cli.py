@@ -409,7 +409,8 @@ def analysis_tables(analysis: dict) -> list:
                        str(g["largest_at"]), str(g["smallest_at"]))
         parts.append(gp)
     if analysis["redundancy"]:
-        rd = Table(title="redundancy of the initial bank (seed 0) on the first n training images", title_justify="left")
+        sample = analysis["settings"].get("redundancy_sample", "first-n")
+        rd = Table(title=f"redundancy of the initial bank (seed 0) on n training images ({sample})", title_justify="left")
         for col in ("bank", "m", "n", "mean |corr| off-diag", "participation ratio", "constant units"):
             rd.add_column(col, justify="left" if col == "bank" else "right")
         for bank, r in analysis["redundancy"].items():
@@ -483,6 +484,9 @@ def default_out() -> Path:
               help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
+@click.option("--redundancy-sample", type=click.Choice(["first-n", "held-out", "with-seeds"]), default="first-n",
+              show_default=True, help="Images of the redundancy measurement: the first n, or for a data-seeded bank "
+              "those that seed no unit, or n that include every seed image (docs/results.md).")
 @click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
               help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
                    "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
@@ -493,7 +497,7 @@ def default_out() -> Path:
 @cache_limit_option
 @data_options
 def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_path, csv_path, figures_dir,
-           no_figures, report, climb_widths, climb_gain, readout, lambdas, data_dir, cache_dir, cache_limit, backend,
+           no_figures, report, climb_widths, climb_gain, redundancy_sample, readout, lambdas, data_dir, cache_dir, cache_limit, backend,
            address, task_cpus, task_gpus):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
     from lazylab.experiments import Workspace
@@ -529,7 +533,8 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         result = run_ladder(ws, plan)
     else:
         result, reporter = _sweep(backend, run_ladder, ws, plan)
-    analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain)
+    analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain,
+                              redundancy_sample=redundancy_sample)
     for line in ws.memo.problems:
         click.echo(line, err=True)
     if report and ws.missing:
@@ -663,6 +668,75 @@ def wall_tables(w: dict) -> list:
         table.caption_justify = "left"
     laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
     return [table, _law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]
+
+
+# --------------------------------------------------------------- redundancy
+@cli.command()
+@click.option("--arms", "arms_", default="yat-frozen,yat-data-frozen", show_default=True,
+              help="Comma-separated arms whose initial banks are measured (one row set per bank).")
+@click.option("--width", type=click.IntRange(2, MAX_WIDTH), default=256, show_default=True, help="Bank width m.")
+@click.option("--images", type=click.IntRange(2, 60000), default=4000, show_default=True,
+              help="Training images n the correlations are measured on.")
+@click.option("--seeds", type=IntList(0, MAX_SEED), default="0,1,2", show_default=True, help="Comma-separated seeds.")
+@click.option("--fan-in", "fan_ins", default="unit,d", show_default=True,
+              help="Comma-separated random-init fan-ins: unit (as the ladder), d.")
+@click.option("--sample", "samples", default="first-n,held-out,with-seeds", show_default=True,
+              help="Comma-separated image samples: first-n, held-out (images that seed no unit), "
+                   "with-seeds (the n images include every seed image).")
+@click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True,
+              help="Banks are seeded from the first N training images.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the rows as JSON.")
+@data_options
+def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_path, data_dir, cache_dir):
+    """Redundancy of initial banks (mean |corr|, participation ratio) for each fan-in x image sample.
+
+    \b
+    Examples:
+      lazylab redundancy                       # the 2 x 3 x 2 table of docs/results.md
+      lazylab redundancy --arms relu-frozen --fan-in unit --sample first-n
+    """
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.laws import SAMPLES, redundancy_grid
+
+    arms = parse_arms(arms_)
+    fan_ins = _choices(fan_ins, ("unit", "d"), "--fan-in")
+    samples = _choices(samples, SAMPLES, "--sample")
+    if images > train_size:
+        raise click.BadParameter(f"{images} images exceed --train-size {train_size}", param_hint="--images")
+    if json_path is not None:
+        writable_file(json_path, "--json")
+    ws = Workspace(data_dir, cache_dir)
+    with _progress() as progress:
+        task = progress.add_task("redundancy", total=None)
+        rows = redundancy_grid(ws, arms, width, images, seeds, fan_ins, samples, train_size,
+                               progress=lambda done, total: progress.update(task, completed=done, total=total))
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    table = Table(title=f"redundancy of the initial bank, m = {width}, n = {images}, mean ± std over seeds "
+                        f"{','.join(map(str, seeds))}", title_justify="left")
+    for col in ("bank", "fan-in", "sample", "mean |corr| off-diag", "participation ratio"):
+        table.add_column(col, justify="left" if col in ("bank", "fan-in", "sample") else "right")
+    for r in rows:
+        c, p = r["mean_abs_corr"], r["participation_ratio"]
+        table.add_row(r["bank"], r["fan_in"], r["sample"], f"{c['mean']:.3f} ± {c['std']:.3f}",
+                      f"{p['mean']:.1f} ± {p['std']:.1f}")
+    out.print(table)
+    out.print("fan-in applies to random-init banks only; the samples differ for data-seeded banks only")
+    if json_path is not None:
+        json_path.write_text(json.dumps({"width": width, "images": images, "seeds": list(seeds),
+                                         "train_size": train_size, "rows": rows}, indent=1))
+        out.print(f"wrote {json_path}")
+
+
+def _choices(value: str, allowed: tuple, option: str) -> tuple:
+    """Comma-separated distinct choices from ``allowed``, in the given order; one-line error otherwise."""
+    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [v for v in items if v not in allowed]
+    if not items or bad:
+        raise click.BadParameter(f"expected comma-separated values from {', '.join(allowed)}, got {value!r}",
+                                 param_hint=option)
+    return items
 
 
 # --------------------------------------------------------------- trajectory

@@ -52,10 +52,7 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
     bank_key, _ = split_key(seed)
     n, d = x_train.shape
     if arm.init == "data":
-        if width > n:
-            raise LazylabError(f"width {width} exceeds the {n} training images available for data seeding")
-        idx = np.asarray(jax.random.choice(bank_key, n, (width,), replace=False))
-        return np.asarray(x_train[idx], np.float32)
+        return np.asarray(x_train[seed_indices(width, seed, n)], np.float32)
     if arm.unit.sample is not None:
         W = np.asarray(arm.unit.sample(bank_key, (width, d)), np.float32)
         if W.shape != (width, d):
@@ -65,6 +62,17 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
     axis_d = fan_in == "d" or arm.unit.fan_in == "d"
     init = nnx.initializers.lecun_normal(in_axis=-1, out_axis=-2) if axis_d else nnx.initializers.lecun_normal()
     return np.asarray(init(bank_key, (width, d), jnp.float32))
+
+
+def seed_indices(width: int, seed: int, n: int) -> np.ndarray:
+    """The ``(width,)`` indices of the training images a data-seeded bank takes as prototypes.
+
+    Drawn uniformly without replacement from the first ``n`` images with the bank key of ``seed``.
+    Raises: LazylabError if ``width > n``.
+    """
+    if width > n:
+        raise LazylabError(f"width {width} exceeds the {n} training images available for data seeding")
+    return np.asarray(jax.random.choice(split_key(seed)[0], n, (width,), replace=False))
 
 
 class Model(nnx.Module):

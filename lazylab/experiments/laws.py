@@ -11,8 +11,11 @@ keyed by a hash of its configuration. No printing.
 from __future__ import annotations
 
 
+import numpy as np
+
 from lazylab import analysis as an
 from lazylab.arms import Arm
+from lazylab.errors import LazylabError
 from lazylab.config import memo_key
 from lazylab.config import CACHE_SCHEMA
 from lazylab.experiments import Workspace
@@ -28,13 +31,44 @@ def bank_name(arm: Arm) -> str:
     return arm.name.rsplit("-", 1)[0]
 
 
-def redundancy_config(ws: Workspace, arm: Arm, width: int, n: int, seed: int, fan_in: str, train_size: int) -> dict:
+SAMPLES = ("first-n", "held-out", "with-seeds")
+
+
+def redundancy_config(ws: Workspace, arm: Arm, width: int, n: int, seed: int, fan_in: str, train_size: int,
+                      sample: str = "first-n") -> dict:
     """The canonical configuration of one redundancy measurement (what its memo key hashes)."""
     return {
         "kind": "redundancy", "version": REDUNDANCY_VERSION, "schema": CACHE_SCHEMA,
         "unit": arm.unit.name, "init": arm.init, "plugin": arm.plugin, "width": int(width), "n": int(n),
         "seed": int(seed), "fan_in": fan_in, "train_size": int(train_size), "data": ws.fingerprint,
+        "sample": sample,
     }
+
+
+def sample_images(arm: Arm, width: int, n: int, seed: int, train_size: int, sample: str) -> np.ndarray:
+    """Indices ``(n,)`` of the training images a redundancy measurement reads (among the first ``train_size``).
+
+    ``first-n``: the first ``n``. For a data-seeded bank, ``held-out``: the first ``n`` images that
+    seed no unit; ``with-seeds``: every seed image (``width`` of them) then the first ``n - width``
+    others. A random bank has no seed images: all three are the first ``n``.
+    Raises: LazylabError if the sample cannot be drawn (too few images, or ``with-seeds`` with
+      ``n < width``).
+    """
+    from lazylab.model import seed_indices
+
+    if sample not in SAMPLES:
+        raise LazylabError(f"unknown redundancy sample {sample!r}; choose from {', '.join(SAMPLES)}")
+    if sample == "first-n" or arm.init != "data":
+        return np.arange(n)
+    seeds = seed_indices(width, seed, train_size)
+    others = np.setdiff1d(np.arange(train_size), seeds)
+    if sample == "held-out":
+        if n > len(others):
+            raise LazylabError(f"held-out sample: only {len(others)} training images seed no unit, {n} asked")
+        return others[:n]
+    if n < width:
+        raise LazylabError(f"with-seeds sample: {n} images cannot include the bank's {width} seed images")
+    return np.concatenate([np.sort(seeds), others[: n - width]])
 
 
 def redundancy_key(cfg: dict) -> str:
@@ -43,8 +77,13 @@ def redundancy_key(cfg: dict) -> str:
 
 
 def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: int = REDUNDANCY_IMAGES,
-                    seed: int = REDUNDANCY_SEED, fan_in: str = "unit", train_size: int = 60000) -> dict | None:
-    """Redundancy (``lazylab.analysis.redundancy``) of ``arm``'s initial bank on the first ``n`` training images.
+                    seed: int = REDUNDANCY_SEED, fan_in: str = "unit", train_size: int = 60000,
+                    sample: str = "first-n") -> dict | None:
+    """Redundancy (``lazylab.analysis.redundancy``) of ``arm``'s initial bank on ``n`` training images.
+
+    ``sample`` picks the images (``sample_images``): the first ``n`` (the ladder's default), or
+    for a data-seeded bank the images that seed no unit, or a sample holding every seed image
+    (docs/results.md, "Redundancy, reconciled", says why the choice matters).
 
     The bank is built exactly as the ladder builds it (``build_model`` on the
     first ``train_size`` training images, seed ``seed``), so it is the bank a
@@ -56,9 +95,7 @@ def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: i
     Raises: LazylabError if ``n`` exceeds the training images or the width
       cannot be drawn.
     """
-    from lazylab.errors import LazylabError
-
-    cfg = redundancy_config(ws, arm, width, n, seed, fan_in, train_size)
+    cfg = redundancy_config(ws, arm, width, n, seed, fan_in, train_size, sample)
     key = redundancy_key(cfg)
     rec = ws.memo.get_record(key)
     if rec is not None:
@@ -68,16 +105,48 @@ def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: i
         return None
     if n > train_size:
         raise LazylabError(f"redundancy needs {n} training images but the ladder uses {train_size}")
-    import numpy as np
-
     from lazylab.model import build_model, features
 
     x = ws.data.x_train[:train_size]
+    images = sample_images(arm, width, n, seed, train_size, sample)
     model = build_model(arm, width, seed, x, fan_in)
-    F = np.asarray(features(model.feat, x[:n]))
+    F = np.asarray(features(model.feat, x[images]))
     rec = {**an.redundancy(F), "bank": bank_name(arm), "seed": seed, "key": key, "config": cfg}
     ws.memo.put_record(key, rec)
     return rec
+
+
+def redundancy_grid(ws: Workspace, arms, width: int = REDUNDANCY_WIDTH, n: int = REDUNDANCY_IMAGES,
+                    seeds=(0, 1, 2), fan_ins=("unit", "d"), samples=SAMPLES, train_size: int = 60000,
+                    progress=None) -> list[dict]:
+    """Redundancy of each arm's bank for every fan-in x sample x seed, memoized per measurement.
+
+    Returns: one row per (bank, fan-in, sample): ``{"bank", "fan_in", "sample", "m", "n", "seeds",
+      "mean_abs_corr", "participation_ratio"}`` (each ``{"mean", "std", "values"}`` over seeds, std
+      with ddof=1 when there are several), in that order. ``progress(done, total)`` is called after each.
+    Raises: LazylabError as ``bank_redundancy``.
+    """
+    banks = {}
+    for arm in arms:
+        banks.setdefault(bank_name(arm), arm)
+    total = len(banks) * len(fan_ins) * len(samples) * len(seeds)
+    rows, done = [], 0
+    for name, arm in banks.items():
+        for fan_in in fan_ins:
+            for sample in samples:
+                recs = []
+                for seed in seeds:
+                    recs.append(bank_redundancy(ws, arm, width, n, seed, fan_in, train_size, sample))
+                    done += 1
+                    if progress:
+                        progress(done, total)
+                row = {"bank": name, "fan_in": fan_in, "sample": sample, "m": width, "n": n, "seeds": list(seeds)}
+                for field in ("mean_abs_corr", "participation_ratio"):
+                    values = [r[field] for r in recs if r is not None]
+                    row[field] = {"values": values, "mean": float(np.mean(values)) if values else None,
+                                  "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
+                rows.append(row)
+    return rows
 
 
 def ladder_records(result, arm: str) -> list[dict]:
@@ -91,7 +160,8 @@ def ladder_records(result, arm: str) -> list[dict]:
 
 def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: tuple[int, ...] | None = None,
                    min_gain: float = an.DEFAULT_MIN_GAIN, redundancy_width: int = REDUNDANCY_WIDTH,
-                   redundancy_images: int = REDUNDANCY_IMAGES, redundancy: bool = True) -> dict:
+                   redundancy_images: int = REDUNDANCY_IMAGES, redundancy: bool = True,
+                   redundancy_sample: str = "first-n") -> dict:
     """Every SPEC section 6 measurement for one ladder, as a JSON-ready dict.
 
     Args:
@@ -104,6 +174,7 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
       redundancy_width, redundancy_images: the bank width and image count of
         the redundancy measurement (SPEC: 256 and 4,000).
       redundancy: measure it at all.
+      redundancy_sample: which images (``sample_images``): ``first-n``, ``held-out``, ``with-seeds``.
     Returns: ``{"ladder_law": {arm: fit}, "movement": {arm: {width: stats}},
       "movement_law": {arm: fit}, "gap": {"<trained> - <frozen>": gap},
       "redundancy": {bank: dict}, "scalars": {arm: {name: {width: ...}}},
@@ -114,7 +185,8 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
     out: dict = {
         "settings": {"min_gain": min_gain, "climb_widths": list(climb_widths) if climb_widths else None,
                      "accuracy": "best_acc mean over seeds (%)", "redundancy_width": redundancy_width,
-                     "redundancy_images": redundancy_images, "redundancy_seed": REDUNDANCY_SEED},
+                     "redundancy_images": redundancy_images, "redundancy_seed": REDUNDANCY_SEED,
+                     "redundancy_sample": redundancy_sample},
         "ladder_law": {}, "movement": {}, "movement_law": {}, "gap": {}, "redundancy": {}, "scalars": {},
     }
     for a in result.arms:
@@ -151,7 +223,7 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
             # A ladder on fewer training images measures on all of them (n is in the output).
             n = min(redundancy_images, result.plan["train_size"])
             rec = bank_redundancy(ws, arm, redundancy_width, n, REDUNDANCY_SEED,
-                                  result.plan["fan_in"], result.plan["train_size"])
+                                  result.plan["fan_in"], result.plan["train_size"], redundancy_sample)
             if rec is not None:
                 out["redundancy"][name] = {k: v for k, v in rec.items() if k not in ("config",)}
     return out
