@@ -10,6 +10,7 @@ import pytest
 
 from cli_helpers import assert_one_line_error, run
 from lazylab.arms import get_arm
+from lazylab.experiments import Workspace
 from lazylab.experiments.convex import ConvexConfig, convex_readout, solve
 from lazylab.model import build_model, features
 
@@ -91,6 +92,29 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
     assert again[0] == 0 and "0 computed, 4 from the memo" in again[1]
     assert "convex readouts: 0 computed, 2 from the memo" in again[1]
     assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
+
+
+def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path):
+    """render's ladder payload carries the wall (and the report its table and figure) only when
+    every convex readout of the shown ladder's frozen arms is in the memo."""
+    from lazylab.experiments import render as xr
+    from lazylab.render.report import _wall_section
+
+    plan = dict(arms=["relu-frozen"], widths=[8, 16], seeds=[0], epochs=1, train_size=1536, lr=0.1)
+    ws = Workspace(cache_dir=memo_dir)
+    spec = xr.ladder_spec(ws, xr.LadderSettings.explicit(**plan))
+    before = xr.ladder_result(ws, spec)
+    assert "wall" not in before["analysis"]
+    assert "--readout both" in "".join(_wall_section({"data": before}))
+    code, _, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "both",
+                       "--no-figures")
+    assert code == 0, err
+    assert xr.memo_extras(ws, spec["plan"])["wall"]
+    after = xr.ladder_result(ws, spec)
+    rows = after["analysis"]["wall"]["arms"]["relu-frozen"]
+    assert set(rows) == {"8", "16"}
+    html = "".join(_wall_section({"data": after, "files": {}}))
+    assert 'id="wall-table"' in html and f"{rows['16']['convex_acc']:.2f}" in html
 
 
 def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):

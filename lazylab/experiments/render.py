@@ -505,5 +505,55 @@ def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dic
     progress("ladder: laws and redundancy", 0, 1)
     analysis = analyse_ladder(ws, result, plan.arms)
     progress("ladder: laws and redundancy", 1, 1)
+    wall_analysis(ws, plan, result, analysis)
     return {**result.to_json(), "analysis": analysis, "computed": reporter.computed, "cached": reporter.cached,
             "name": spec["name"], "note": spec["note"]}
+
+
+def _from_memo(ws: Workspace, compute):
+    """``(compute(), complete)`` with the workspace in memo-only mode: nothing is computed."""
+    was, before = ws.memo_only, len(ws.missing)
+    ws.memo_only = True
+    try:
+        value = compute()
+    finally:
+        ws.memo_only = was
+    complete = len(ws.missing) == before
+    del ws.missing[before:]
+    return value, complete
+
+
+def memo_extras(ws: Workspace, plan) -> dict:
+    """``{"wall": bool, "redundancy_grid": bool}``: whether ``wall_analysis`` finds each in the memo."""
+    import dataclasses
+
+    from lazylab.experiments.convex import run_convex_ladder
+    from lazylab.experiments.laws import redundancy_grid
+
+    frozen = tuple(a for a in plan.arms if not a.trained)
+    wall_done = bool(frozen) and _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))[1]
+    grid_done = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))[1]
+    return {"wall": wall_done, "redundancy_grid": grid_done}
+
+
+def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
+    """Add what ``ladder --readout both`` and ``lazylab redundancy`` left in the memo for this ladder.
+
+    ``analysis["wall"]``: the wall table (``experiments.convex.wall``) when every frozen arm's convex
+    readout at the plan's widths and seeds (default lambda grid) is in the memo;
+    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` (yat and yat-data banks) when
+    all its measurements are. Absent ones are left out: the report says how to add them.
+    """
+    import dataclasses
+
+    from lazylab.experiments.convex import run_convex_ladder, wall
+    from lazylab.experiments.laws import redundancy_grid
+
+    frozen = tuple(a for a in plan.arms if not a.trained)
+    if frozen:
+        convex, complete = _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))
+        if complete:
+            analysis["wall"] = wall(result, convex)
+    grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
+    if complete:
+        analysis["redundancy_grid"] = grid

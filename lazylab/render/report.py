@@ -290,6 +290,7 @@ class Renderer:
             self._cache["ladder_plan"] = ls
             spec = {"experiment": "ladder", "name": ls["name"], "note": ls["note"], "plan": ls["plan_json"],
                     "analysis": {"min_gain": 0.1, "climb_widths": None, "redundancy_width": 256, "redundancy_images": 4000},
+                    "in_memo": xr.memo_extras(ws, ls["plan"]),  # redrawn once a wall or redundancy grid lands
                     "command": "lazylab ladder" + (f" --preset {ls['name']}" if ls["name"] != "custom" else " ...")}
         else:
             raise KeyError(name)
@@ -418,12 +419,14 @@ class Renderer:
 
     # figures ----------------------------------------------------------
     def _job_ladder(self, spec):
-        from lazylab.render.figures import accuracy_figure, movement_figure
+        from lazylab.render.figures import accuracy_figure, movement_figure, wall_figure
 
         self.spec("ladder")
         payload = xr.ladder_result(self.ws, self._cache["ladder_plan"], self.progress)
         self._tick("drawing ladder figures")
         paths = accuracy_figure(payload, self.out, "ladder_accuracy") + movement_figure(payload, self.out, "ladder_movement")
+        if payload["analysis"].get("wall"):
+            paths += wall_figure(payload, self.out, "ladder_wall")
         self._done("drawing ladder figures")
         computed = [f"{payload['computed']} ladder runs"] if payload["computed"] else []
         runs = payload.pop("runs")
@@ -632,6 +635,7 @@ def _ladder_section(e: dict | None) -> str:
                 _table(["pair", *[f"m={w}" for w in gw], "largest at", "smallest at"], rows, "gap-table")]
     else:
         out.append("<p class=note>No frozen/trained pair sharing unit and init in this ladder: no gap.</p>")
+    out += _wall_section(e)
     red = d["analysis"].get("redundancy") or {}
     if red:
         rows = [[_e(b), _f(r.get("mean_abs_corr"), ".4f"), _f(r.get("participation_ratio"), ".1f"), _e(r.get("n", ""))]
@@ -641,6 +645,42 @@ def _ladder_section(e: dict | None) -> str:
                 _table(["bank", "mean |off-diagonal corr|", "participation ratio", "images"], rows, "redundancy-table")]
     out.append(_provenance(e))
     return "\n".join(out)
+
+
+def _wall_section(e: dict) -> list[str]:
+    """The wall (protocol readout against the convex optimum) and the redundancy grid, when the memo has them."""
+    d = e["data"]
+    w = d["analysis"].get("wall")
+    out = ["<h3>The wall: protocol readout against the convex optimum</h3>"]
+    if not w:
+        frozen = [a["arm"] for a in d["arms"] if not a["arm"].endswith("-trained")]
+        out.append("<p class=note>Not in the memo for this ladder. <code>lazylab ladder --arms "
+                   f"{_e(','.join(frozen)) or '&lt;frozen arms&gt;'} --readout both</code> with this ladder's widths "
+                   "and seeds adds it (docs/convex.md).</p>")
+    else:
+        rows = [[_e(arm), _e(width), _f(r["best_acc"]), _f(r["final_acc"]), _f(r["convex_acc"]), _f(r["gap"], "+.2f"),
+                 _f(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}"]
+                for arm, per in w["arms"].items() for width, r in per.items()]
+        out += ["<p>Each frozen bank's head, read out by the protocol (12 AdamW epochs, best epoch) and fitted to the "
+                "optimum of cross-entropy + L2 (L-BFGS, lambda chosen on held-out training images). Where the shaded gap "
+                "is wide, the protocol's optimiser, not the bank, sets the frozen curve.</p>",
+                _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
+                       rows, "wall-table"),
+                _img(e, "ladder_wall.png", "protocol and convex readouts vs width",
+                     "Per frozen arm: protocol best_acc (solid) and the convex optimum's test accuracy (dashed) vs width, "
+                     "the gap shaded.")]
+    grid = d["analysis"].get("redundancy_grid")
+    if grid:
+        rows = [[_e(r["bank"]), _e(r["fan_in"]), _e(r["sample"]),
+                 f"{r['mean_abs_corr']['mean']:.3f} ± {r['mean_abs_corr']['std']:.3f}",
+                 f"{r['participation_ratio']['mean']:.1f} ± {r['participation_ratio']['std']:.1f}"] for r in grid]
+        g = grid[0]
+        out += [f"<h3>Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {_e(','.join(map(str, g['seeds'])))})</h3>",
+                "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
+                "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
+                "that seed no unit the data bank is as redundant as the random one (docs/results.md).</p>",
+                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, "redundancy-grid", left={0, 1, 2})]
+    return out
 
 
 def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
