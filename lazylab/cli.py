@@ -501,7 +501,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
            address, task_cpus, task_gpus):
     """The width ladder: bracket each arm's rate at m=256, then train every width x seed."""
     from lazylab.experiments import Workspace
-    from lazylab.experiments.convex import LAMBDAS, run_convex_ladder
+    from lazylab.experiments.convex import LAMBDAS
     from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
 
     p = PRESETS[preset]
@@ -552,9 +552,9 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         out.print(part)
     payload = {**result.to_json(), "analysis": analysis}
     if readout == "both":
-        from lazylab.experiments.convex import wall
-
         import dataclasses
+
+        from lazylab.experiments.convex import wall
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in plan.arms if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report)
@@ -663,8 +663,14 @@ def wall_tables(w: dict) -> list:
             table.add_row(arm, width, _num(r["best_acc"]), _num(r["final_acc"]), _num(r["convex_acc"]),
                           _num(r["gap"], "+.2f"), _num(r["protocol_loss"], ".4f"), _num(r["convex_loss"], ".4f"),
                           _num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))
+    notes = []
     if any(not r["converged"] for rows in w["arms"].values() for r in rows.values()):
-        table.caption = "* the gradient rule was not met (iteration cap, or float32 precision reached)"
+        notes.append("* the gradient rule was not met (iteration cap, or float32 precision reached)")
+    edge, total = w["lambda_at_edge"]
+    if edge:
+        notes.append(f"lambda: the grid's smallest chosen in {edge} of {total} readouts (--lambdas extends the grid)")
+    if notes:
+        table.caption = "\n".join(notes)
         table.caption_justify = "left"
     laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
     return [table, _law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]

@@ -392,13 +392,16 @@ def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None)
 
     Args: ``result`` a ``LadderResult``; ``convex`` from ``run_convex_ladder``; ``climb_widths``,
       ``min_gain`` as for the protocol's law.
-    Returns: ``{"arms": {arm: {str(width): row}}, "law": {arm: {"protocol": fit, "convex": fit}}}``.
+    Returns: ``{"arms": {arm: {str(width): row}}, "law": {arm: {"protocol": fit, "convex": fit}},
+      "lambda_at_edge": [readouts whose chosen lambda is the grid's smallest, readouts]}``.
     """
     from lazylab import analysis as an
     from lazylab.experiments.laws import ladder_records
 
     min_gain = an.DEFAULT_MIN_GAIN if min_gain is None else min_gain
-    out: dict = {"arms": {}, "law": {}}
+    chosen = [r["lambda"] for r in convex["runs"] if not r.get("missing")]
+    out: dict = {"arms": {}, "law": {},
+                 "lambda_at_edge": [sum(lam == min(convex["lambdas"]) for lam in chosen), len(chosen)]}
     widths = result.plan["widths"]
     conv = {(r["config"]["arm"], r["config"]["width"], r["config"]["seed"]): r
             for r in convex["runs"] if not r.get("missing")}
