@@ -665,7 +665,7 @@ def wall_tables(w: dict) -> list:
                           _num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))
     notes = []
     if any(not r["converged"] for rows in w["arms"].values() for r in rows.values()):
-        notes.append("* the gradient rule was not met (iteration cap, or float32 precision reached)")
+        notes.append("* stopped by the objective-change rule or the iteration cap, not the gradient rule (docs/convex.md)")
     edge, total = w["lambda_at_edge"]
     if edge:
         notes.append(f"lambda: the grid's smallest chosen in {edge} of {total} readouts (--lambdas extends the grid)")
