@@ -157,7 +157,8 @@ def cli():
 # --------------------------------------------------------------------- arms
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--check", is_flag=True, help="Also build a tiny bank of each unit and check its shapes.")
+@click.option("--check", is_flag=True,
+              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit; exit 2 if any fails.")
 def arms(as_json, check):
     """List every unit and arm with the plugin (distribution, version) it comes from.
 
@@ -167,20 +168,25 @@ def arms(as_json, check):
     """
     from rich.markup import escape
 
-    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, smoke_check
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry
 
     reg = registry()
     status = {}
+    images = None
     for name, (unit, dist, version) in sorted(reg.units.items()):
         status[name] = "ok"
         if check:
+            from lazylab.testing import check_unit, real_images
+
+            images = real_images() if images is None else images
             try:
-                smoke_check(unit)
+                check_unit(unit, images)
             except ContractError as exc:
                 status[name] = f"contract: {exc}"
-                if os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
-                    raise LazylabError(f"plugin unit {name!r} ({dist} {version}) failed: {status[name]} "
-                                       "[LAZYLAB_STRICT_PLUGINS is set]") from None
+    failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
+              for n, s in status.items() if s != "ok"]
+    if failed and os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
+        raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
     all_arms = reg.arms()
     rows = [
         {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
@@ -198,6 +204,8 @@ def arms(as_json, check):
     if as_json:
         click.echo(json.dumps({"group": ENTRY_POINT_GROUP, "contract": CONTRACT_VERSION,
                                "units": units, "arms": rows, "errors": broken}, indent=2))
+        if failed:
+            raise LazylabError("\nerror: ".join(failed))
         return
     table = Table("arm", "unit", "init", "bank", "plugin", "status")
     for r in rows:
@@ -208,6 +216,8 @@ def arms(as_json, check):
         plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
         table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
     out.print(table)
+    if failed:  # after the listing: every failing unit, one line each
+        raise LazylabError("\nerror: ".join(failed))
 
 
 # --------------------------------------------------------------------- data
@@ -344,12 +354,14 @@ def ladder_table(result) -> Table:
         cells = []
         for w in widths:
             c = a.cells.get(w)
-            if c is None or c["mean"] is None:
+            if getattr(a, "failed", None):
+                cells.append("failed")
+            elif c is None or c["mean"] is None:
                 cells.append("diverged")
             else:
                 text = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "")
                 cells.append(text + (f" ({c['diverged']} div)" if c["diverged"] else ""))
-        table.add_row(a.arm, *cells, "diverged" if a.lr is None else f"{a.lr:g}")
+        table.add_row(a.arm, *cells, "failed" if getattr(a, "failed", None) else "diverged" if a.lr is None else f"{a.lr:g}")
     return table
 
 
@@ -500,7 +512,8 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         result = run_ladder(ws, plan)
     else:
         result, reporter = _sweep(backend, run_ladder, ws, plan)
-    analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain)
+    healthy = tuple(a for a in plan.arms if a.name not in ws.failures)
+    analysis = analyse_ladder(ws, result, healthy, climb_widths=climb_widths, min_gain=climb_gain)
     for line in ws.memo.problems:
         click.echo(line, err=True)
     if report and ws.missing:
@@ -539,6 +552,9 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
 
         paths = ladder_figures(payload, figures_dir)
         out.print(f"wrote {', '.join(str(p) for p in paths)}")
+    if ws.failures:  # after every table and file: one line per failed arm, exit 2
+        raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
+                                             for arm, msg in ws.failures.items()))
 
 
 # --------------------------------------------------------------- trajectory
@@ -1241,11 +1257,25 @@ def _exit_interrupted(argv) -> None:
     sys.exit(130)
 
 
+def _plugin_warnings(pending: list[str], error: str = "") -> None:
+    """Print the plugin-load warnings (``lazylab.arms.warn``), one line each, except for a unit the error names."""
+    for line in pending:
+        unit = line.split("'")[1] if line.count("'") >= 2 else None
+        if unit is None or f"'{unit}'" not in error:
+            click.echo(f"warning: {line}", err=True)
+    pending.clear()
+
+
 def _main(argv) -> None:
+    from lazylab import arms as arms_registry
+
     ProgressReporter.latest = None
+    pending: list[str] = []
+    arms_registry.warn = pending.append
     try:
         xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
+        _plugin_warnings(pending)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help())
         sys.exit(0)
@@ -1253,6 +1283,7 @@ def _main(argv) -> None:
         click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
     except LazylabError as exc:
+        _plugin_warnings(pending, str(exc))
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:

@@ -56,6 +56,9 @@ class Workspace:
         self.memo_only = False
         self.missing: list[str] = []
         self.backend = LocalBackend()  # where missing runs are computed (lazylab.backends)
+        # Arms whose unit produced non-finite numbers (arm name -> one-line UnitFailure message):
+        # their remaining runs are skipped, never stored, and the command exits 2 after the others.
+        self.failures: dict[str, str] = {}
 
     @property
     def data(self) -> fmnist.FashionMNIST:
@@ -101,6 +104,10 @@ class Workspace:
         groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
         for group, records in self.backend.compute(self, groups, reporter):
             for cfg, record in zip(group, records):
+                if record.get("failed"):  # a unit failure is not a result: never stored
+                    self.failures.setdefault(cfg.arm, record["failed"])
+                    found[cfg.key()] = record
+                    continue
                 self.memo.put_record(cfg.key(), record)
                 found[cfg.key()] = record
                 reporter.done(cfg, record, cached=False)
@@ -231,10 +238,20 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     from lazylab.model import bank_scalars, build_model
     from lazylab.train import fit_batch
 
+    from lazylab.arms import UnitFailure
+
     t0 = time.perf_counter()
     first = cfgs[0]
+    failed = getattr(ws, "failures", {}).get(arm.name)
+    if failed:  # the arm's unit already failed in this process: skip its remaining runs
+        return [failed_record(c, failed) for c in cfgs]
     d = ws.data.subset(train_size=first.train_size)
-    models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
+    try:
+        models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
+    except UnitFailure as exc:
+        if hasattr(ws, "failures"):
+            ws.failures.setdefault(arm.name, str(exc))
+        return [failed_record(c, str(exc)) for c in cfgs]
     W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
     scalars0 = {c: bank_scalars(model.feat) for c, model in models.items()}
     protocol = dict(lrs=[c.lr for c in cfgs], seeds=[c.seed for c in cfgs], epochs=first.epochs,
@@ -274,6 +291,11 @@ def missing_record(cfg: RunConfig) -> dict:
     return {"key": cfg.key(), "config": json_config(cfg), "best_acc": None, "final_acc": None, "best_epoch": None,
             "curve": [], "train_loss": [], "diverged": None, "scalars": None, "movement": None, "seconds": 0.0,
             "missing": True}
+
+
+def failed_record(cfg: RunConfig, message: str) -> dict:
+    """The stand-in for a run whose unit failed (``UnitFailure``): no accuracy, ``failed`` holds the one-line reason."""
+    return {**missing_record(cfg), "missing": False, "failed": message}
 
 
 def json_config(cfg: RunConfig) -> dict:

@@ -41,8 +41,8 @@ from flax import nnx
 
 from lazylab.arms import CONTRACT_VERSION, Unit
 
-if CONTRACT_VERSION < 2:  # pragma: no cover - reported by `lazylab arms` as an import error
-    raise ImportError(f"lazylab-rff needs lazylab.arms contract version 2, this lazylab has {CONTRACT_VERSION}")
+if CONTRACT_VERSION < 3:  # pragma: no cover - reported by `lazylab arms` as an import error
+    raise ImportError(f"lazylab-rff needs lazylab.arms contract version 3, this lazylab has {CONTRACT_VERSION}")
 
 __version__ = "0.1.0"
 
@@ -122,5 +122,6 @@ UNIT = Unit(
     description="sqrt(2) cos(w.x + b), w ~ N(0, I/sigma^2) median heuristic, b ~ U(0, 2pi)",
     sample=standard_normal,
     takes_key=True,
-    contract=2,
+    contract=3,
+    prefix_stable=True,  # unit j reads only (z_j, key, j): see the module docstring
 )
