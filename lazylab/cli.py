@@ -623,6 +623,9 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     if json_path is not None:
         json_path.write_text(json.dumps({**result.to_json(), "pictures": rendered}, indent=1))
         out.print(f"wrote {json_path}")
+    if ws.failures:  # after every table and file: one line per failed arm, exit 2
+        raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
+                                             for arm, msg in ws.failures.items()))
 
 
 # ------------------------------------------------------------ gram, readout
@@ -1259,7 +1262,7 @@ def _exit_interrupted(argv) -> None:
 
 def _plugin_warnings(pending: list[str], error: str = "") -> None:
     """Print the plugin-load warnings (``lazylab.arms.warn``), one line each, except for a unit the error names."""
-    for line in pending:
+    for line in dict.fromkeys(pending):  # each distinct line once
         unit = line.split("'")[1] if line.count("'") >= 2 else None
         if unit is None or f"'{unit}'" not in error:
             click.echo(f"warning: {line}", err=True)
@@ -1272,6 +1275,13 @@ def _main(argv) -> None:
     ProgressReporter.latest = None
     pending: list[str] = []
     arms_registry.warn = pending.append
+    try:
+        _run(argv, pending)
+    finally:
+        arms_registry.warn = None
+
+
+def _run(argv, pending: list[str]) -> None:
     try:
         xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)

@@ -84,9 +84,6 @@ def _check_init(unit: Unit, init: str, x: np.ndarray, seed: int) -> list[str]:
     """Every array check for one init; returns the failures (one line each)."""
     import jax
     import jax.numpy as jnp
-    from flax import nnx
-
-    from lazylab.model import Model
 
     fails: list[str] = []
     where = f"{init} init"
@@ -118,7 +115,30 @@ def _check_init(unit: Unit, init: str, x: np.ndarray, seed: int) -> list[str]:
         if not np.allclose(prefix, F[:, :k], rtol=1e-5, atol=1e-6, equal_nan=True):
             fails.append(f"{where}: declares prefix_stable but the bank of W[:{k}] differs from the first {k} columns")
 
-    # Gradients of a scalar of the features w.r.t. every nnx.Param of the bank.
+    try:
+        fails += _check_steps(unit, feat, build, W, xs, k_h, where)
+    except Exception as exc:  # e.g. a bank that mutates its state while traced
+        fails.append(f"{where}: differentiating the bank failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    if hasattr(feat, "scalars"):
+        try:
+            s = feat.scalars()
+            ok = isinstance(s, dict) and all(isinstance(k, str) and np.isfinite(float(v)) for k, v in s.items())
+        except Exception as exc:
+            ok, s = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if not ok:
+            fails.append(f"{where}: scalars() must return {{name: finite float}}, got {s!r}")
+    return fails
+
+
+def _check_steps(unit: Unit, feat, build, W, xs, k_h, where: str) -> list[str]:
+    """Finite gradients w.r.t. every nnx.Param; a frozen step leaves the bank alone, a trained one its non-Params."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from lazylab.model import Model
+
+    fails: list[str] = []
     graphdef, params, rest = nnx.split(feat, nnx.Param, ...)
     loss = lambda p: jnp.mean(nnx.merge(graphdef, p, rest)(jnp.asarray(xs)) ** 2)
     grads = jax.grad(loss)(params)
@@ -128,7 +148,7 @@ def _check_init(unit: Unit, init: str, x: np.ndarray, seed: int) -> list[str]:
 
     # A frozen step trains the head only; a trained step trains every nnx.Param.
     model = Model(build(W), M, k_h)
-    labels = jnp.arange(N) % 10
+    labels = jnp.arange(len(xs)) % 10
 
     def step(filt):
         gd, train, other = nnx.split(model, filt, ...)
@@ -136,7 +156,7 @@ def _check_init(unit: Unit, init: str, x: np.ndarray, seed: int) -> list[str]:
 
         def ce(t):
             logits = nnx.merge(gd, t, other)(jnp.asarray(xs))
-            return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(N), labels])
+            return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(len(xs)), labels])
 
         g = jax.grad(ce)(train)
         new = jax.tree.map(lambda a, b: a - 0.01 * b, train, g)
@@ -150,15 +170,6 @@ def _check_init(unit: Unit, init: str, x: np.ndarray, seed: int) -> list[str]:
     before, after = step(nnx.Param)
     if not _same(before, after):
         fails.append(f"{where}: a trained step changed the bank's non-Param state")
-
-    if hasattr(feat, "scalars"):
-        try:
-            s = feat.scalars()
-            ok = isinstance(s, dict) and all(isinstance(k, str) and np.isfinite(float(v)) for k, v in s.items())
-        except Exception as exc:
-            ok, s = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
-        if not ok:
-            fails.append(f"{where}: scalars() must return {{name: finite float}}, got {s!r}")
     return fails
 
 

@@ -296,6 +296,17 @@ _REGISTRY: Registry | None = None
 warn: Callable[[str], None] | None = None
 
 
+def note(line: str) -> None:
+    """Announce one line about a unit's numerics (e.g. a bandwidth fallback): through ``warn`` if set
+    (the CLI prints ``warning: <line>`` once), else as a Python ``UserWarning``."""
+    if warn is not None:
+        warn(line)
+    else:
+        import warnings
+
+        warnings.warn(line, stacklevel=2)
+
+
 def _source_dir(module: str) -> list[Path]:
     """The source files a unit's identity hashes: every ``.py`` file of the package holding
     ``module`` (a third-party plugin's top-level package; ``lazylab.arms`` for the built-ins,
