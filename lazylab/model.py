@@ -111,7 +111,8 @@ def check_finite(arm: Arm, feat: nnx.Module, x_ref: np.ndarray, cell: str) -> No
     """Catch a unit's non-finite numbers where they appear: when its bank is built.
 
     Checks the features of ``x_ref`` ``(n, d)`` (every command's banks pass through
-    here, so a NaN unit is named before anything trains) and, for a trained arm,
+    here, so a NaN unit is named before anything trains), for the data init those of
+    the prototype images themselves (the first ``N_REF``), and, for a trained arm,
     the gradient of ``mean(features**2)`` on the first ``N_GRAD`` images with respect
     to every ``nnx.Param`` of the bank.
     Raises: UnitFailure naming the unit, its plugin and ``cell``.
@@ -120,6 +121,12 @@ def check_finite(arm: Arm, feat: nnx.Module, x_ref: np.ndarray, cell: str) -> No
     if not np.isfinite(F).all():
         i, j = np.argwhere(~np.isfinite(F))[0]
         raise UnitFailure(arm, cell, f"non-finite features ({F[i, j]} for training image {i}, unit {j})")
+    if arm.init == "data":  # each prototype is a training image: x == w, where ||x - w||^2 = 0
+        W = np.asarray(feat.W[...][:N_REF])
+        F = np.asarray(features(feat, W))
+        if not np.isfinite(F).all():
+            i, j = np.argwhere(~np.isfinite(F))[0]
+            raise UnitFailure(arm, cell, f"non-finite features ({F[i, j]} for the image of prototype {i}, unit {j})")
     if arm.trained:
         graphdef, params, rest = nnx.split(feat, nnx.Param, ...)
         x = jnp.asarray(x_ref[:N_GRAD])

@@ -100,6 +100,26 @@ def test_check_unit_passes_builtins_and_lists_every_failure_of_a_nan_unit(nan_pl
     msg = str(exc.value)
     assert "non-finite feature nan at image 0, unit 0" in msg and "non-finite gradient with respect to" in msg
 
+    from dataclasses import replace
+
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from lazylab.arms.common import sq_distances
+    from lazylab.arms.relu import UNIT as RELU
+
+    class InverseDistance(nnx.Module):
+        """1 / ||x - w||^2: finite on other images, inf on the image that is its prototype."""
+
+        def __init__(self, W, x_ref=None):
+            self.W = nnx.Param(jnp.asarray(W, jnp.float32))
+
+        def __call__(self, x):
+            return 1.0 / sq_distances(x, self.W[...])[0]
+
+    with pytest.raises(ContractError, match=r"data init: non-finite feature inf at image (\d), unit \1 \(an image equal to its prototype\)"):
+        check_unit(replace(RELU, name="invdist", bank=InverseDistance, inits=("data",), prefix_stable=False), x)
+
 
 def test_check_unit_catches_a_false_prefix_claim_and_a_bank_that_mutates_its_state():
     """Two subtle breaks built from the Gaussian bank: sigma depends on all of W (not prefix-stable),

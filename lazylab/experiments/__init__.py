@@ -138,6 +138,7 @@ class Workspace:
         """
         import jax
 
+        from lazylab.arms import UnitFailure
         from lazylab.cache import worth_storing
         from lazylab.config import CACHE_SCHEMA, memo_key
         from lazylab.model import features
@@ -162,6 +163,10 @@ class Workspace:
                 t0 = time.perf_counter()
                 pair = jax.block_until_ready((features(model.feat, d.x_train[: cfg.train_size]),
                                               features(model.feat, d.x_test)))
+                for split, f in zip(("training", "test"), pair):  # where a unit's NaN appears (never stored)
+                    if not bool(jax.numpy.isfinite(f).all()):
+                        raise UnitFailure(arm, f"{arm.name} m={cfg.width} seed {cfg.seed}",
+                                          f"non-finite features on the {split} images")
                 # Compile time included: a recomputation in a later process pays it too.
                 if worth_storing(time.perf_counter() - t0, sum(f.nbytes for f in pair), self.memo.feature_limit):
                     self.memo.put_features(key, {"train": pair[0], "test": pair[1]})
@@ -223,7 +228,9 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
 
     Frozen arms train only the head, on features computed once per bank (the same
     experiment as step-by-step training; see tests). Trained arms train every
-    parameter. The runs train together as one program (``fit_batch``).
+    parameter. The runs train together as one program (``fit_batch``). A unit
+    whose bank or features are not finite (``lazylab.arms.UnitFailure``) gets
+    ``failed_record``s instead, and is recorded in ``ws.failures``.
 
     Args:
       ws: the workspace (data and bank features).
@@ -260,7 +267,12 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     if arm.trained:
         results = fit_batch([models[c] for c in cfgs], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
-        feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
+        try:
+            feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
+        except UnitFailure as exc:
+            if hasattr(ws, "failures"):
+                ws.failures.setdefault(arm.name, str(exc))
+            return [failed_record(c, str(exc)) for c in cfgs]
         results = fit_batch([models[c].head for c in cfgs], [f[0] for f in feats], d.y_train,
                             [f[1] for f in feats], d.y_test, **protocol)
         del feats
