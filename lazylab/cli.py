@@ -59,6 +59,25 @@ class IntList(click.ParamType):
         return ints
 
 
+def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help=""):
+    """A comma-separated list option; repeating it accumulates, the one convention of every list
+    option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
+
+    The given values are joined with commas and converted once by ``type`` (so a repeat across
+    two flags is refused like one inside a list); none given: ``default`` (a string) converted,
+    or None.
+    """
+    def callback(ctx, param, value):
+        if not value:
+            return None
+        text = ",".join(value)
+        return type.convert(text, param, ctx) if type is not None else text
+
+    return click.option(*decls, multiple=True, callback=callback, default=(default,) if default is not None else (),
+                        show_default=show_default, metavar=type.name.upper() if type is not None else "TEXT",
+                        help=help + " Repeating the option adds to the list.")
+
+
 class ByteSize(click.ParamType):
     """A size in bytes such as ``8GiB``, ``500MB`` or ``0`` (``lazylab.cache.parse_size``)."""
 
@@ -453,9 +472,9 @@ def default_out() -> Path:
 
 
 @cli.command()
-@click.option("--arms", "arms_", default=None, help="Comma-separated arms [default: the preset's].")
-@click.option("--widths", type=IntList(1, MAX_WIDTH), default=None, help="Comma-separated widths m [default: the preset's].")
-@click.option("--seeds", type=IntList(0, MAX_SEED), default=None, help="Comma-separated seeds [default: the preset's].")
+@list_option("--arms", "arms_", help="Comma-separated arms [default: the preset's].")
+@list_option("--widths", type=IntList(1, MAX_WIDTH), help="Comma-separated widths m [default: the preset's].")
+@list_option("--seeds", type=IntList(0, MAX_SEED), help="Comma-separated seeds [default: the preset's].")
 @click.option("--epochs", type=click.IntRange(min=1, max=1000), default=None, help="Epochs per run [default: the preset's].")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Fixed learning rate (skips bracketing).")
@@ -473,8 +492,8 @@ def default_out() -> Path:
 @click.option("--no-figures", is_flag=True, help="Draw no figures.")
 @click.option("--report", is_flag=True,
               help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
-@click.option("--climb-widths", type=IntList(1), default=None,
-              help="Fit every arm's ladder law on these widths instead of its climbing region.")
+@list_option("--climb-widths", type=IntList(1),
+             help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
 @backend_options
@@ -563,8 +582,8 @@ def _scalars_text(start: dict, end: dict) -> str:
 
 
 @cli.command()
-@click.option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
-              help="Comma-separated trained arms (plugins included).")
+@list_option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
+             help="Comma-separated trained arms (plugins included).")
 @click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=64, show_default=True, help="Units m per bank.")
 @click.option("--epochs", type=click.IntRange(min=1), default=24, show_default=True, help="Epochs per arm.")
 @click.option("--snapshots", type=click.IntRange(min=1), default=16, show_default=True,
@@ -698,8 +717,8 @@ def _gif_line(info) -> str:
               help="Width of the grown bank (the last frame).")
 @click.option("--frames", type=click.IntRange(min=1, max=500), default=40, show_default=True,
               help="Log-spaced widths from 1 to --max-units (distinct integers; at most --max-units).")
-@click.option("--images", "classes", default="0,1,7", show_default=True,
-              help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
+@list_option("--images", "classes", default="0,1,7", show_default=True,
+             help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
 @click.option("--per-class", type=click.IntRange(min=2, max=200), default=10, show_default=True,
               help="Images per class: the first N of the class in the test set.")
 @click.option("--seed", type=click.IntRange(min=0, max=1_000_000), default=0, show_default=True, help="Seed of the grown bank.")
@@ -761,8 +780,8 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 
 @cli.command()
 @click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
-@click.option("--widths", type=IntList(1, MAX_WIDTH), default="64,512", show_default=True,
-              help="Comma-separated bank widths; the widest judges the garments.")
+@list_option("--widths", type=IntList(1, MAX_WIDTH), default="64,512", show_default=True,
+             help="Comma-separated bank widths; the widest judges the garments.")
 @click.option("--train-size", type=click.IntRange(min=1, max=60000), default=10000, show_default=True,
               help="First N training images.")
 @click.option("--steps", type=click.IntRange(min=1, max=100_000), default=300, show_default=True, help="Adam steps (full batch).")
@@ -895,7 +914,7 @@ def ntk():
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Initialization seed.")
 @click.option("--data-seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed of the training data.")
 @click.option("--frames", type=click.IntRange(min=2, max=400), default=60, show_default=True, help="Snapshots (GIF frames), log-spaced in steps.")
-@click.option("--widths", type=NtkWidths(), default=None, help="Run a width sweep instead, e.g. 8,16,...,1024.")
+@list_option("--widths", type=NtkWidths(), help="Run a width sweep instead, e.g. 8,16,...,1024.")
 @click.option("--sweep-seeds", type=click.IntRange(min=1, max=100), default=5, show_default=True,
               help="Seeds averaged per width in a sweep (--seed, --seed+1, ...).")
 @click.option("--no-gif", is_flag=True, help="Skip the GIF.")
@@ -987,7 +1006,7 @@ def ntk_audit(as_json):
 @ntk.command("scalar")
 @click.option("--w0", type=click.FloatRange(min=1e-4, max=10.0), default=0.01, show_default=True, callback=finite,
               help="Initial output w0 = a0 b0 (balanced a0 = b0), at least 0.01 away from 1.")
-@click.option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
+@list_option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
 @click.option("--dt", type=click.FloatRange(min=1e-5, max=0.01), default=1e-3, show_default=True, callback=finite,
               help="Largest RK4 step.")
 @click.option("--offset", type=float, default=1e-3, show_default=True, callback=finite,

@@ -292,3 +292,24 @@ def test_distance_products_run_at_float32_highest_precision():
     k_w, k_b = jax.random.split(jax.random.key(0))
     bank = RFF.make_bank(np.asarray(RFF.sample(k_w, (5, 784))), np.random.default_rng(0).random((8, 784)), key=k_b)
     assert "precision=(Precision.HIGHEST, Precision.HIGHEST)" in str(jax.make_jaxpr(bank)(x))
+
+
+def test_every_list_option_accumulates_when_repeated(capsys):
+    from lazylab import cli
+
+    commands = {"ladder": cli.ladder, "readout": cli.readout, "gram": cli.gram, "trajectory": cli.trajectory,
+                "ntk-scalar": cli.ntk_scalar}
+
+    def params(name, *args):
+        return commands[name].make_context(name, list(args)).params
+
+    p = params("ladder", "--seeds", "0", "--seeds", "1,2", "--arms", "yat-frozen", "--arms", "relu-frozen",
+               "--widths", "8", "--widths", "16", "--climb-widths", "8", "--climb-widths", "16")
+    assert (p["seeds"], p["arms_"], p["widths"], p["climb_widths"]) == ((0, 1, 2), "yat-frozen,relu-frozen", (8, 16), (8, 16))
+    assert params("ladder")["seeds"] is None  # not given: the preset's
+    assert params("readout")["widths"] == (64, 512) and params("readout", "--widths", "8", "--widths", "32")["widths"] == (8, 32)
+    assert params("gram", "--images", "0", "--images", "sneaker")["classes"] == "0,sneaker"
+    assert params("trajectory", "--arms", "yat-trained", "--arms", "relu-trained")["arms_"] == "yat-trained,relu-trained"
+    assert params("ntk-scalar", "--times", "0,1", "--times", "2")["times"] == (0.0, 1.0, 2.0)
+    code, _, err = run(capsys, "ladder", "--seeds", "0", "--seeds", "0")  # a repeat across flags, refused like one inside
+    assert code == 2 and lines(err) == ["error: Invalid value for '--seeds': 0 is given more than once"]
