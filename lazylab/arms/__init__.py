@@ -308,11 +308,17 @@ def note(line: str) -> None:
 
 
 def _source_dir(module: str) -> list[Path]:
-    """The source files a unit's identity hashes: every ``.py`` file of the package holding
-    ``module`` (a third-party plugin's top-level package; ``lazylab.arms`` for the built-ins,
-    whose lazylab-wide identity lives in ``lazylab.config``), or the module's own file."""
+    """The source files a unit's identity hashes: every ``.py`` file of a third-party plugin's
+    top-level package (or its single module); for a built-in unit, its own module and
+    ``lazylab.arms.common`` (the numerics it shares), so that editing the registry or one
+    unit leaves the other units' results valid (lazylab's own identity is ``lazylab.config``'s)."""
     top = module.split(".")[0]
-    spec = importlib.util.find_spec("lazylab.arms" if top == "lazylab" else top)
+    if top == "lazylab":
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            return []
+        return sorted({Path(spec.origin), Path(__file__).with_name("common.py")})
+    spec = importlib.util.find_spec(top)
     if spec is None:
         return []
     if spec.submodule_search_locations:
