@@ -63,18 +63,21 @@ def list_option(*decls, type: click.ParamType | None = None, default: str | None
     """A comma-separated list option; repeating it accumulates, the one convention of every list
     option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
 
-    The given values are joined with commas and converted once by ``type`` (so a repeat across
-    two flags is refused like one inside a list); none given: ``default`` (a string) converted,
-    or None.
+    Each occurrence is converted by ``type`` (a list type such as ``IntList``, returning a tuple);
+    repeats are joined and converted once more, so a value repeated across two flags is refused
+    like one inside a list. None given: ``default`` (a string) converted, or None.
     """
     def callback(ctx, param, value):
         if not value:
             return None
-        text = ",".join(value)
-        return type.convert(text, param, ctx) if type is not None else text
+        if type is None:
+            return ",".join(value)
+        if len(value) == 1:
+            return value[0]
+        return type.convert(",".join(str(v) for part in value for v in part), param, ctx)
 
-    return click.option(*decls, multiple=True, callback=callback, default=(default,) if default is not None else (),
-                        show_default=show_default, metavar=type.name.upper() if type is not None else "TEXT",
+    return click.option(*decls, type=type, multiple=True, callback=callback,
+                        default=(default,) if default is not None else (), show_default=show_default,
                         help=help + " Repeating the option adds to the list.")
 
 
