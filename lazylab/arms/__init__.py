@@ -9,7 +9,8 @@ discovered through the entry-point group ``lazylab.arms``; the built-in ones
 The plugin contract (version ``CONTRACT_VERSION``) is the ``Unit`` dataclass
 below; docs/plugins.md is the tutorial. Loading a plugin is cheap (import plus
 static checks, no array work); the shape check of a unit's bank runs when a
-bank is built (``check_bank``) or on ``lazylab arms --check``.
+bank is built (``check_bank``); ``lazylab.testing.check_unit`` (``lazylab arms
+--check``) is the conformance suite on real images.
 """
 
 from __future__ import annotations
@@ -268,7 +269,8 @@ def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
 def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
     """Build a tiny bank (``m`` random prototypes, 8 random reference images) and ``check_bank`` it.
 
-    Used by ``lazylab arms --check``; costs one small bank construction.
+    Superseded by ``lazylab.testing.check_unit`` (the conformance suite ``lazylab arms
+    --check`` runs); kept for plugins whose tests call it. Needs no dataset.
     Raises: ContractError for any failure, with a one-line reason.
     """
     import jax

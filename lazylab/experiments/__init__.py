@@ -242,23 +242,26 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     """
     from flax import nnx
 
+    from lazylab.arms import UnitFailure
     from lazylab.model import bank_scalars, build_model
     from lazylab.train import fit_batch
 
-    from lazylab.arms import UnitFailure
+    # A Ray worker's workspace has no ``failures``: its failed records reach the driver's.
+    failures = getattr(ws, "failures", {})
+
+    def failed(exc: UnitFailure) -> list[dict]:
+        failures.setdefault(arm.name, str(exc))
+        return [failed_record(c, failures[arm.name]) for c in cfgs]
 
     t0 = time.perf_counter()
     first = cfgs[0]
-    failed = getattr(ws, "failures", {}).get(arm.name)
-    if failed:  # the arm's unit already failed in this process: skip its remaining runs
-        return [failed_record(c, failed) for c in cfgs]
+    if arm.name in failures:  # the arm's unit already failed in this process: skip its remaining runs
+        return [failed_record(c, failures[arm.name]) for c in cfgs]
     d = ws.data.subset(train_size=first.train_size)
     try:
         models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
     except UnitFailure as exc:
-        if hasattr(ws, "failures"):
-            ws.failures.setdefault(arm.name, str(exc))
-        return [failed_record(c, str(exc)) for c in cfgs]
+        return failed(exc)
     W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
     scalars0 = {c: bank_scalars(model.feat) for c, model in models.items()}
     protocol = dict(lrs=[c.lr for c in cfgs], seeds=[c.seed for c in cfgs], epochs=first.epochs,
@@ -270,9 +273,7 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
         try:
             feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
         except UnitFailure as exc:
-            if hasattr(ws, "failures"):
-                ws.failures.setdefault(arm.name, str(exc))
-            return [failed_record(c, str(exc)) for c in cfgs]
+            return failed(exc)
         results = fit_batch([models[c].head for c in cfgs], [f[0] for f in feats], d.y_train,
                             [f[1] for f in feats], d.y_test, **protocol)
         del feats
