@@ -219,6 +219,31 @@ def test_a_second_yat_is_an_error_naming_both_unless_one_is_chosen(tmp_path, mon
     reset_registry()
 
 
+def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_broken_plugin(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    root = write_dist(tmp_path, "lazylab-twice", "1.0", {"twice": "lazylab_twice:UNIT"}, {"lazylab_twice.py": (
+        "from dataclasses import replace\nfrom lazylab.arms.relu import UNIT as RELU\nUNIT = replace(RELU, name='twice')\n")})
+    egg = root / "lazylab_twice.egg-info"  # the same distribution as an egg-info too (a develop install)
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: lazylab-twice\nVersion: 1.0\n")
+    (egg / "entry_points.txt").write_text("[lazylab.arms]\ntwice = lazylab_twice:UNIT\n")
+    for name in ("one", "two"):
+        write_dist(tmp_path / name, f"lazylab-{name}", "0.1", {name: f"lazylab_missing_{name}:UNIT"})
+        monkeypatch.syspath_prepend(str(tmp_path / name))
+    monkeypatch.syspath_prepend(str(root))
+    reset_registry()
+    reg = registry()
+    assert reg.units["twice"][1] == "lazylab-twice" and "twice" not in reg.errors
+    assert set(reg.errors) == {"one", "two"}
+    monkeypatch.setenv("LAZYLAB_STRICT_PLUGINS", "1")
+    reset_registry()
+    code, _, err = run(capsys, "arms")
+    assert code == 2
+    (line,) = errors(err)
+    assert "'one' (lazylab-one 0.1) failed: ModuleNotFoundError" in line and "'two' (lazylab-two 0.1) failed" in line
+    reset_registry()
+
+
 def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, capsys, memo_dir):
     monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
     root = write_dist(tmp_path, "lazylab-editable", "0.1", {"editable": "lazylab_editable:UNIT"},
