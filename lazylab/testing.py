@@ -192,6 +192,13 @@ def check_unit(unit: Unit, images: np.ndarray | None = None, seed: int = 0) -> N
     x = real_images() if images is None else np.asarray(images, np.float32)
     if x.ndim != 2 or len(x) < N:
         raise ValueError(f"check_unit needs at least {N} images (n, d), got shape {x.shape}")
-    fails = [f for init in unit.inits for f in _check_init(unit, init, x, seed)]
+    fails = []
+    for init in unit.inits:
+        try:
+            fails += _check_init(unit, init, x, seed)
+        except ContractError as exc:
+            fails.append(f"{init} init: {exc}")
+        except Exception as exc:  # whatever a broken unit raises is a failed check, not a crash
+            fails.append(f"{init} init: {type(exc).__name__}: {exc}".splitlines()[0])
     if fails:
         raise ContractError("; ".join(fails))

@@ -148,6 +148,12 @@ def test_check_unit_catches_a_false_prefix_claim_and_a_bank_that_mutates_its_sta
     with pytest.raises(ContractError, match="differentiating the bank failed: TraceContextError"):
         check_unit(replace(GAUSS, bank=Counting), x)
 
+    def broken_sample(key, shape):
+        raise RuntimeError("no draws today")
+
+    with pytest.raises(ContractError, match="^random init: RuntimeError: no draws today$"):
+        check_unit(replace(GAUSS, inits=("random",), sample=broken_sample), x)
+
 
 def test_arms_check_exits_2_naming_the_nan_unit(nan_plugin, capsys, monkeypatch):
     monkeypatch.setenv("LAZYLAB_ARMS", "nanunit,relu")
