@@ -51,9 +51,10 @@ def test_entry_point_is_registered_with_the_package_version():
     assert version("lazylab-rff") == lazylab_rff.__version__
 
 
-def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry):
+def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry, monkeypatch):
     from lazylab.cli import cli
 
+    monkeypatch.setenv("LAZYLAB_ARMS", "rff")  # --check runs the conformance suite on this unit alone
     result = CliRunner().invoke(cli, ["arms", "--json", "--check"])
     assert result.exit_code == 0, result.output
     listing = json.loads(result.output)
