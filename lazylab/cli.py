@@ -59,6 +59,28 @@ class IntList(click.ParamType):
         return ints
 
 
+def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help=""):
+    """A comma-separated list option; repeating it accumulates, the one convention of every list
+    option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
+
+    Each occurrence is converted by ``type`` (a list type such as ``IntList``, returning a tuple);
+    repeats are joined and converted once more, so a value repeated across two flags is refused
+    like one inside a list. None given: ``default`` (a string) converted, or None.
+    """
+    def callback(ctx, param, value):
+        if not value:
+            return None
+        if type is None:
+            return ",".join(value)
+        if len(value) == 1:
+            return value[0]
+        return type.convert(",".join(str(v) for part in value for v in part), param, ctx)
+
+    return click.option(*decls, type=type, multiple=True, callback=callback,
+                        default=(default,) if default is not None else (), show_default=show_default,
+                        help=help + " Repeating the option adds to the list.")
+
+
 class ByteSize(click.ParamType):
     """A size in bytes such as ``8GiB``, ``500MB`` or ``0`` (``lazylab.cache.parse_size``)."""
 
@@ -157,7 +179,8 @@ def cli():
 # --------------------------------------------------------------------- arms
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--check", is_flag=True, help="Also build a tiny bank of each unit and check its shapes.")
+@click.option("--check", is_flag=True,
+              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit; exit 2 if any fails.")
 def arms(as_json, check):
     """List every unit and arm with the plugin (distribution, version) it comes from.
 
@@ -167,20 +190,25 @@ def arms(as_json, check):
     """
     from rich.markup import escape
 
-    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, smoke_check
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry
 
     reg = registry()
     status = {}
+    images = None
     for name, (unit, dist, version) in sorted(reg.units.items()):
         status[name] = "ok"
         if check:
+            from lazylab.testing import check_unit, real_images
+
+            images = real_images() if images is None else images
             try:
-                smoke_check(unit)
+                check_unit(unit, images)
             except ContractError as exc:
                 status[name] = f"contract: {exc}"
-                if os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
-                    raise LazylabError(f"plugin unit {name!r} ({dist} {version}) failed: {status[name]} "
-                                       "[LAZYLAB_STRICT_PLUGINS is set]") from None
+    failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
+              for n, s in status.items() if s != "ok"]
+    if failed and os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
+        raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
     all_arms = reg.arms()
     rows = [
         {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
@@ -198,6 +226,8 @@ def arms(as_json, check):
     if as_json:
         click.echo(json.dumps({"group": ENTRY_POINT_GROUP, "contract": CONTRACT_VERSION,
                                "units": units, "arms": rows, "errors": broken}, indent=2))
+        if failed:
+            raise LazylabError("\nerror: ".join(failed))
         return
     table = Table("arm", "unit", "init", "bank", "plugin", "status")
     for r in rows:
@@ -208,6 +238,8 @@ def arms(as_json, check):
         plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
         table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
     out.print(table)
+    if failed:  # after the listing: every failing unit, one line each
+        raise LazylabError("\nerror: ".join(failed))
 
 
 # --------------------------------------------------------------------- data
@@ -349,12 +381,14 @@ def ladder_table(result) -> Table:
         cells = []
         for w in widths:
             c = a.cells.get(w)
-            if c is None or c["mean"] is None:
+            if getattr(a, "failed", None):
+                cells.append("failed")
+            elif c is None or c["mean"] is None:
                 cells.append("diverged")
             else:
                 text = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "")
                 cells.append(text + (f" ({c['diverged']} div)" if c["diverged"] else ""))
-        table.add_row(a.arm, *cells, "diverged" if a.lr is None else f"{a.lr:g}")
+        table.add_row(a.arm, *cells, "failed" if getattr(a, "failed", None) else "diverged" if a.lr is None else f"{a.lr:g}")
     return table
 
 
@@ -441,16 +475,16 @@ def _backend_note(backend) -> str:
     return "" if tasks is None else f"; {tasks} Ray task{'s' * (tasks != 1)} on {backend.where()}"
 
 
-def _lambdas(ctx, param, value):
+def _lambdas(value: str | None) -> tuple[float, ...] | None:
     """``--lambdas``: comma-separated finite penalties >= 0, largest first; None when not given."""
     if value is None:
         return None
     try:
         lams = sorted({float(v) for v in value.split(",") if v.strip()}, reverse=True)
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
     if not lams or any(not (0 <= v < float("inf")) for v in lams):
-        raise click.BadParameter(f"expected finite penalties >= 0, got {value!r}")
+        raise click.BadParameter(f"expected finite penalties >= 0, got {value!r}", param_hint="--lambdas")
     return tuple(lams)
 
 
@@ -460,9 +494,9 @@ def default_out() -> Path:
 
 
 @cli.command()
-@click.option("--arms", "arms_", default=None, help="Comma-separated arms [default: the preset's].")
-@click.option("--widths", type=IntList(1, MAX_WIDTH), default=None, help="Comma-separated widths m [default: the preset's].")
-@click.option("--seeds", type=IntList(0, MAX_SEED), default=None, help="Comma-separated seeds [default: the preset's].")
+@list_option("--arms", "arms_", help="Comma-separated arms [default: the preset's].")
+@list_option("--widths", type=IntList(1, MAX_WIDTH), help="Comma-separated widths m [default: the preset's].")
+@list_option("--seeds", type=IntList(0, MAX_SEED), help="Comma-separated seeds [default: the preset's].")
 @click.option("--epochs", type=click.IntRange(min=1, max=1000), default=None, help="Epochs per run [default: the preset's].")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Fixed learning rate (skips bracketing).")
@@ -480,8 +514,8 @@ def default_out() -> Path:
 @click.option("--no-figures", is_flag=True, help="Draw no figures.")
 @click.option("--report", is_flag=True,
               help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
-@click.option("--climb-widths", type=IntList(1), default=None,
-              help="Fit every arm's ladder law on these widths instead of its climbing region.")
+@list_option("--climb-widths", type=IntList(1),
+             help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
 @click.option("--redundancy-sample", type=click.Choice(["first-n", "held-out", "with-seeds"]), default="first-n",
@@ -490,9 +524,8 @@ def default_out() -> Path:
 @click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
               help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
                    "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
-@click.option("--lambdas", callback=_lambdas, default=None,
-              help="Convex readout: comma-separated L2 penalties to choose from on a held-out part of the "
-                   "training set [default: 1e-4,1e-6,1e-8].")
+@list_option("--lambdas", help="Convex readout: comma-separated L2 penalties to choose from on a held-out part "
+             "of the training set [default: 1e-4,1e-6,1e-8].")
 @backend_options
 @cache_limit_option
 @data_options
@@ -522,7 +555,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     figures_dir = None if no_figures else writable_dir(figures_dir or default_out() / "ladder", "--figures")
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
-    lambdas = lambdas or LAMBDAS
+    lambdas = _lambdas(lambdas) or LAMBDAS
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
     if readout == "convex":
@@ -533,7 +566,8 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         result = run_ladder(ws, plan)
     else:
         result, reporter = _sweep(backend, run_ladder, ws, plan)
-    analysis = analyse_ladder(ws, result, plan.arms, climb_widths=climb_widths, min_gain=climb_gain,
+    healthy = tuple(a for a in plan.arms if a.name not in ws.failures)
+    analysis = analyse_ladder(ws, result, healthy, climb_widths=climb_widths, min_gain=climb_gain,
                               redundancy_sample=redundancy_sample)
     for line in ws.memo.problems:
         click.echo(line, err=True)
@@ -556,7 +590,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
 
         from lazylab.experiments.convex import wall
 
-        frozen = dataclasses.replace(plan, arms=tuple(a for a in plan.arms if not a.trained))
+        frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report)
         payload["convex"] = convex
         payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
@@ -584,6 +618,9 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
 
         paths = ladder_figures(payload, figures_dir)
         out.print(f"wrote {', '.join(str(p) for p in paths)}")
+    if ws.failures:  # after every table and file: one line per failed arm, exit 2
+        raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
+                                             for arm, msg in ws.failures.items()))
 
 
 def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
@@ -678,17 +715,17 @@ def wall_tables(w: dict) -> list:
 
 # --------------------------------------------------------------- redundancy
 @cli.command()
-@click.option("--arms", "arms_", default="yat-frozen,yat-data-frozen", show_default=True,
-              help="Comma-separated arms whose initial banks are measured (one row set per bank).")
+@list_option("--arms", "arms_", default="yat-frozen,yat-data-frozen", show_default=True,
+             help="Comma-separated arms whose initial banks are measured (one row set per bank).")
 @click.option("--width", type=click.IntRange(2, MAX_WIDTH), default=256, show_default=True, help="Bank width m.")
 @click.option("--images", type=click.IntRange(2, 60000), default=4000, show_default=True,
               help="Training images n the correlations are measured on.")
-@click.option("--seeds", type=IntList(0, MAX_SEED), default="0,1,2", show_default=True, help="Comma-separated seeds.")
-@click.option("--fan-in", "fan_ins", default="unit,d", show_default=True,
-              help="Comma-separated random-init fan-ins: unit (as the ladder), d.")
-@click.option("--sample", "samples", default="first-n,held-out,with-seeds", show_default=True,
-              help="Comma-separated image samples: first-n, held-out (images that seed no unit), "
-                   "with-seeds (the n images include every seed image).")
+@list_option("--seeds", type=IntList(0, MAX_SEED), default="0,1,2", show_default=True, help="Comma-separated seeds.")
+@list_option("--fan-in", "fan_ins", default="unit,d", show_default=True,
+             help="Comma-separated random-init fan-ins: unit (as the ladder), d.")
+@list_option("--sample", "samples", default="first-n,held-out,with-seeds", show_default=True,
+             help="Comma-separated image samples: first-n, held-out (images that seed no unit), "
+                  "with-seeds (the n images include every seed image).")
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True,
               help="Banks are seeded from the first N training images.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -751,8 +788,8 @@ def _scalars_text(start: dict, end: dict) -> str:
 
 
 @cli.command()
-@click.option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
-              help="Comma-separated trained arms (plugins included).")
+@list_option("--arms", "arms_", default="yat-trained,yat-data-trained,gaussian-trained", show_default=True,
+             help="Comma-separated trained arms (plugins included).")
 @click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=64, show_default=True, help="Units m per bank.")
 @click.option("--epochs", type=click.IntRange(min=1), default=24, show_default=True, help="Epochs per arm.")
 @click.option("--snapshots", type=click.IntRange(min=1), default=16, show_default=True,
@@ -811,6 +848,9 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     if json_path is not None:
         json_path.write_text(json.dumps({**result.to_json(), "pictures": rendered}, indent=1))
         out.print(f"wrote {json_path}")
+    if ws.failures:  # after every table and file: one line per failed arm, exit 2
+        raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
+                                             for arm, msg in ws.failures.items()))
 
 
 # ------------------------------------------------------------ gram, readout
@@ -883,8 +923,8 @@ def _gif_line(info) -> str:
               help="Width of the grown bank (the last frame).")
 @click.option("--frames", type=click.IntRange(min=1, max=500), default=40, show_default=True,
               help="Log-spaced widths from 1 to --max-units (distinct integers; at most --max-units).")
-@click.option("--images", "classes", default="0,1,7", show_default=True,
-              help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
+@list_option("--images", "classes", default="0,1,7", show_default=True,
+             help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
 @click.option("--per-class", type=click.IntRange(min=2, max=200), default=10, show_default=True,
               help="Images per class: the first N of the class in the test set.")
 @click.option("--seed", type=click.IntRange(min=0, max=1_000_000), default=0, show_default=True, help="Seed of the grown bank.")
@@ -946,8 +986,8 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 
 @cli.command()
 @click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
-@click.option("--widths", type=IntList(1, MAX_WIDTH), default="64,512", show_default=True,
-              help="Comma-separated bank widths; the widest judges the garments.")
+@list_option("--widths", type=IntList(1, MAX_WIDTH), default="64,512", show_default=True,
+             help="Comma-separated bank widths; the widest judges the garments.")
 @click.option("--train-size", type=click.IntRange(min=1, max=60000), default=10000, show_default=True,
               help="First N training images.")
 @click.option("--steps", type=click.IntRange(min=1, max=100_000), default=300, show_default=True, help="Adam steps (full batch).")
@@ -1080,7 +1120,7 @@ def ntk():
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Initialization seed.")
 @click.option("--data-seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed of the training data.")
 @click.option("--frames", type=click.IntRange(min=2, max=400), default=60, show_default=True, help="Snapshots (GIF frames), log-spaced in steps.")
-@click.option("--widths", type=NtkWidths(), default=None, help="Run a width sweep instead, e.g. 8,16,...,1024.")
+@list_option("--widths", type=NtkWidths(), help="Run a width sweep instead, e.g. 8,16,...,1024.")
 @click.option("--sweep-seeds", type=click.IntRange(min=1, max=100), default=5, show_default=True,
               help="Seeds averaged per width in a sweep (--seed, --seed+1, ...).")
 @click.option("--no-gif", is_flag=True, help="Skip the GIF.")
@@ -1172,7 +1212,7 @@ def ntk_audit(as_json):
 @ntk.command("scalar")
 @click.option("--w0", type=click.FloatRange(min=1e-4, max=10.0), default=0.01, show_default=True, callback=finite,
               help="Initial output w0 = a0 b0 (balanced a0 = b0), at least 0.01 away from 1.")
-@click.option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
+@list_option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
 @click.option("--dt", type=click.FloatRange(min=1e-5, max=0.01), default=1e-3, show_default=True, callback=finite,
               help="Largest RK4 step.")
 @click.option("--offset", type=float, default=1e-3, show_default=True, callback=finite,
@@ -1445,11 +1485,32 @@ def _exit_interrupted(argv) -> None:
     sys.exit(130)
 
 
+def _plugin_warnings(pending: list[str], error: str = "") -> None:
+    """Print the plugin-load warnings (``lazylab.arms.warn``), one line each, except for a unit the error names."""
+    for line in dict.fromkeys(pending):  # each distinct line once
+        unit = line.split("'")[1] if line.count("'") >= 2 else None
+        if unit is None or f"'{unit}'" not in error:
+            click.echo(f"warning: {line}", err=True)
+    pending.clear()
+
+
 def _main(argv) -> None:
+    from lazylab import arms as arms_registry
+
     ProgressReporter.latest = None
+    pending: list[str] = []
+    arms_registry.warn = pending.append
+    try:
+        _run(argv, pending)
+    finally:
+        arms_registry.warn = None
+
+
+def _run(argv, pending: list[str]) -> None:
     try:
         xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
+        _plugin_warnings(pending)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help())
         sys.exit(0)
@@ -1457,6 +1518,7 @@ def _main(argv) -> None:
         click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
     except LazylabError as exc:
+        _plugin_warnings(pending, str(exc))
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:

@@ -185,7 +185,7 @@ def fingerprint(directory: Path, cache_dir: Path | None = None) -> str:
 
 
 def read_idx(path: Path, expected_magic: int) -> np.ndarray:
-    """Parse one gzipped IDX file (format from LeCun's MNIST page).
+    """Parse one IDX file, gzipped or raw (format from LeCun's MNIST page).
 
     ``expected_magic`` is 2051 for images (header: magic, count, rows, cols) or
     2049 for labels (header: magic, count); all header fields are big-endian
@@ -199,7 +199,9 @@ def read_idx(path: Path, expected_magic: int) -> np.ndarray:
     """
     path = Path(path)
     try:
-        with gzip.open(path, "rb") as f:
+        with open(path, "rb") as f:  # gzipped or raw, whatever the name says: told by the gzip magic
+            gzipped = f.read(2) == b"\x1f\x8b"
+        with (gzip.open if gzipped else open)(path, "rb") as f:
             raw = f.read()
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: truncated or corrupt gzip ({_one_line(e)})") from None

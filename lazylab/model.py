@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lazylab.arms import Arm, ContractError, check_bank
+from lazylab.arms import Arm, ContractError, UnitFailure, check_bank
 from lazylab.errors import LazylabError
 
 N_CLASSES = 10
@@ -52,7 +52,13 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
     bank_key, _ = split_key(seed)
     n, d = x_train.shape
     if arm.init == "data":
-        return np.asarray(x_train[seed_indices(width, seed, n)], np.float32)
+        W = np.asarray(x_train[seed_indices(width, seed, n)], np.float32)
+        if len(np.unique(W, axis=0)) < width:  # cheap (m rows); the full count only when rows repeat
+            distinct = len(np.unique(np.asarray(x_train), axis=0))
+            if width > distinct:
+                raise LazylabError(f"{arm.name}: width {width} needs {width} distinct training images for data "
+                                   f"seeding, but the training set holds only {distinct} distinct images")
+        return W
     if arm.unit.sample is not None:
         W = np.asarray(arm.unit.sample(bank_key, (width, d)), np.float32)
         if W.shape != (width, d):
@@ -90,16 +96,52 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     """Bank (initialised per the arm) and head (flax defaults), deterministic in ``seed``.
 
     Raises: LazylabError naming the unit and its plugin if the bank breaks the
-    contract (``lazylab.arms.check_bank``).
+    contract (``lazylab.arms.check_bank``); UnitFailure (a LazylabError) if its
+    features on the reference images, or for a trained arm its gradients, are
+    not finite (``check_finite``).
     """
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
-    feat = arm.unit.make_bank(W, np.asarray(x_train[:N_REF], np.float32), key=jax.random.fold_in(bank_key, 1))
+    x_ref = np.asarray(x_train[:N_REF], np.float32)
+    feat = arm.unit.make_bank(W, x_ref, key=jax.random.fold_in(bank_key, 1))
     try:
         check_bank(arm.unit, feat, width, W.shape[1], W)
     except ContractError as exc:
         raise LazylabError(f"unit {arm.unit.name!r} ({arm.plugin}) breaks the lazylab.arms contract: {exc}") from None
+    check_finite(arm, feat, x_ref, f"{arm.name} m={width} seed {seed}")
     return Model(feat, width, head_key)
+
+
+N_GRAD = 16  # images for the run-time gradient check (eager: no compile per bank shape)
+
+
+def check_finite(arm: Arm, feat: nnx.Module, x_ref: np.ndarray, cell: str) -> None:
+    """Catch a unit's non-finite numbers where they appear: when its bank is built.
+
+    Checks the features of ``x_ref`` ``(n, d)`` (every command's banks pass through
+    here, so a NaN unit is named before anything trains), for the data init those of
+    the prototype images themselves (the first ``N_REF``), and, for a trained arm,
+    the gradient of ``mean(features**2)`` on the first ``N_GRAD`` images with respect
+    to every ``nnx.Param`` of the bank.
+    Raises: UnitFailure naming the unit, its plugin and ``cell``.
+    """
+    F = np.asarray(features(feat, x_ref))
+    if not np.isfinite(F).all():
+        i, j = np.argwhere(~np.isfinite(F))[0]
+        raise UnitFailure(arm, cell, f"non-finite features ({F[i, j]} for training image {i}, unit {j})")
+    if arm.init == "data":  # each prototype is a training image: x == w, where ||x - w||^2 = 0
+        W = np.asarray(feat.W[...][:N_REF])
+        F = np.asarray(features(feat, W))
+        if not np.isfinite(F).all():
+            i, j = np.argwhere(~np.isfinite(F))[0]
+            raise UnitFailure(arm, cell, f"non-finite features ({F[i, j]} for the image of prototype {i}, unit {j})")
+    if arm.trained:
+        graphdef, params, rest = nnx.split(feat, nnx.Param, ...)
+        x = jnp.asarray(x_ref[:N_GRAD])
+        grads = jax.grad(lambda p: jnp.mean(nnx.merge(graphdef, p, rest)(x) ** 2))(params)
+        for path, g in jax.tree_util.tree_leaves_with_path(grads):
+            if not np.isfinite(np.asarray(g)).all():
+                raise UnitFailure(arm, cell, f"non-finite gradients with respect to {jax.tree_util.keystr(path)}")
 
 
 def bank_scalars(feat: nnx.Module) -> dict[str, float]:

@@ -29,7 +29,8 @@ ACCEPTANCE = ["ladder", "--arms", "rff-frozen,relu-frozen", "--widths", "64,512"
 
 
 def one_line(err: str) -> str:
-    lines = [l for l in err.strip().splitlines() if l.strip()]
+    """The one error line (plugin-load ``warning: `` lines aside)."""
+    lines = [l for l in err.strip().splitlines() if l.strip() and not l.startswith("warning: ")]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
 
@@ -100,7 +101,7 @@ def test_rff_ladder_on_real_data_reaches_80_percent_at_512(acceptance):
     _, result = acceptance
     arms = {a["arm"]: a for a in result["arms"]}
     assert set(arms) == {"rff-frozen", "relu-frozen"}
-    assert arms["rff-frozen"]["plugin"] == f"lazylab-rff {RFF_VERSION}"
+    assert arms["rff-frozen"]["plugin"].startswith(f"lazylab-rff {RFF_VERSION}+src.")
     assert result["plan"]["epochs"] == 12 and result["plan"]["train_size"] == 60000
     assert set(arms["rff-frozen"]["bracket"]) == {"0.001", "0.003", "0.01", "0.03"}  # the plugin's own grid
     rff = arms["rff-frozen"]["cells"]
@@ -176,13 +177,13 @@ def test_gram_and_readout_take_the_plugin_arm(capsys, memo_dir, tmp_path, fresh_
     code, out, err = run(capsys, "gram", "--arm", "rff-frozen", "--max-units", "32", "--frames", "4",
                          "--ref-units", "256", "--per-class", "3", "--out", str(tmp_path / "gram"))
     assert code == 0, err
-    assert f"gram: rff-frozen (lazylab-rff {RFF_VERSION})" in out
+    assert f"gram: rff-frozen (lazylab-rff {RFF_VERSION}+src." in out
     gram = json.loads((tmp_path / "gram" / "gram.json").read_text())
     assert gram["distance_to_reference"][-1] < gram["distance_to_reference"][0]  # the kernel settles as the bank grows
     code, out, err = run(capsys, "readout", "--arm", "rff-frozen", "--widths", "8,16", "--train-size", "500",
                          "--steps", "4", "--eval-every", "2", "--out", str(tmp_path / "readout"))
     assert code == 0, err
-    assert f"readout: rff-frozen (lazylab-rff {RFF_VERSION})" in out
+    assert f"readout: rff-frozen (lazylab-rff {RFF_VERSION}+src." in out
     assert (tmp_path / "readout" / "readout.gif").stat().st_size > 0
 
 
@@ -211,6 +212,8 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
     assert "relu-frozen" in out and "1 computed" in out
+    (warning,) = [l for l in err.splitlines() if l.strip()]  # every command says what did not load, once
+    assert warning.startswith("warning: plugin unit 'broken' (lazylab-broken 0.3) did not load: ModuleNotFoundError")
     code, _, err = run(capsys, "ladder", "--arms", "broken-frozen", "--widths", "8", *TINY)
     assert code == 2
     line = one_line(err)
@@ -279,15 +282,15 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
         assert needle in errors[name].message, errors[name].message
 
     # Static checks pass for 'transposed'; the bank's shape is checked when built.
-    code, out, _ = run(capsys, "arms", "--json", "--check")
-    assert code == 0
+    code, out, err = run(capsys, "arms", "--json", "--check")
+    assert code == 2 and "error: unit 'transposed' (lazylab-bad 1.0) fails its check" in one_line(err)
     status = {u["unit"]: u["status"] for u in json.loads(out)["units"]}
-    assert status["transposed"].startswith("contract: bank maps (3, 784) to float32 (5, 3)")
+    assert status["transposed"].startswith("contract: random init: bank maps (3, 784) to float32 (8, 3)")
     assert status["relu"] == status["yat"] == status["gaussian"] == status["rff"] == "ok"
     code, _, err = run(capsys, "ladder", "--arms", "transposed-frozen", "--widths", "8", *TINY)
     assert code == 2
     line = one_line(err)
-    assert "'transposed' (lazylab-bad 1.0) breaks the lazylab.arms contract" in line and "expected float (3, 8)" in line
+    assert "'transposed' (lazylab-bad 1.0+src." in line and "breaks the lazylab.arms contract" in line and "expected float (3, 8)" in line
 
 
 # ---------------------------------------------------------------- memo keys
@@ -303,10 +306,10 @@ def test_bumping_the_plugin_version_changes_the_memo_key(tmp_path, monkeypatch, 
         return {name: ws.config(reg.arm(name), 64, 0, 0.01).key() for name in ("rff-frozen", "rff-trained", "relu-frozen")}
 
     before = keys()
-    assert registry().arm("rff-frozen").plugin == f"lazylab-rff {RFF_VERSION}"
+    assert registry().arm("rff-frozen").plugin.startswith(f"lazylab-rff {RFF_VERSION}+src.")
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-rff", "99.0", {"rff": "lazylab_rff:UNIT"})))
     after = keys()
-    assert registry().arm("rff-frozen").plugin == "lazylab-rff 99.0"
+    assert registry().arm("rff-frozen").plugin.startswith("lazylab-rff 99.0+src.")
     assert after["rff-frozen"] != before["rff-frozen"] and after["rff-trained"] != before["rff-trained"]
     assert after["relu-frozen"] == before["relu-frozen"]
 

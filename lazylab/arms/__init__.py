@@ -9,15 +9,19 @@ discovered through the entry-point group ``lazylab.arms``; the built-in ones
 The plugin contract (version ``CONTRACT_VERSION``) is the ``Unit`` dataclass
 below; docs/plugins.md is the tutorial. Loading a plugin is cheap (import plus
 static checks, no array work); the shape check of a unit's bank runs when a
-bank is built (``check_bank``) or on ``lazylab arms --check``.
+bank is built (``check_bank``); ``lazylab.testing.check_unit`` (``lazylab arms
+--check``) is the conformance suite on real images.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Callable
 
 from lazylab.errors import LazylabError
@@ -27,7 +31,8 @@ ENTRY_POINT_GROUP = "lazylab.arms"
 # 2: adds the optional ``sample`` (the unit's own random draw of W), ``takes_key``
 #    (bank(W, x_ref, key=...) for the bank's other randomness) and ``contract``.
 #    Backward compatible: every version-1 unit is a valid version-2 unit.
-CONTRACT_VERSION = 2
+# 3: adds the optional ``prefix_stable`` (checked by ``lazylab.testing.check_unit``).
+CONTRACT_VERSION = 3
 UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 INITS = ("random", "data")
 DEFAULT_LR_GRIDS = {
@@ -78,6 +83,10 @@ class Unit:
         for the bank's other randomness (e.g. phases).
       contract: the contract version the unit is written for (default 1); a
         unit asking for more than ``CONTRACT_VERSION`` is refused.
+      prefix_stable: (v3, default False) whether unit ``j`` depends only on
+        ``W[j]`` (and the key), so the bank built from ``W[:k]`` gives the
+        first ``k`` columns of the full bank's features;
+        ``lazylab.testing.check_unit`` checks it when declared.
 
     What lazylab derives: arms ``<name>-frozen`` and ``<name>-trained`` for
     the default init, plus ``<name>-<init>-frozen|trained`` for the other
@@ -96,6 +105,7 @@ class Unit:
     sample: Callable | None = None
     takes_key: bool = False
     contract: int = 1
+    prefix_stable: bool = False
 
     def grid(self, trained: bool) -> tuple[float, ...]:
         grids = {**DEFAULT_LR_GRIDS, **(self.lr_grids or {})}
@@ -110,7 +120,11 @@ class Unit:
 
 @dataclass(frozen=True)
 class Arm:
-    """A unit with an initialisation and a training mode (SPEC section 4)."""
+    """A unit with an initialisation and a training mode (SPEC section 4).
+
+    ``source`` is the 8-hex-digit hash of the unit's source files (``source_hash``),
+    or "" when they cannot be located.
+    """
 
     name: str
     unit: Unit
@@ -118,10 +132,20 @@ class Arm:
     trained: bool
     distribution: str
     version: str
+    source: str = ""
 
     @property
     def plugin(self) -> str:
-        return f"{self.distribution} {self.version}"
+        """The identity every memo key holds: ``"<distribution> <version>+src.<hash>"``."""
+        return f"{self.distribution} {self.version}" + (f"+src.{self.source}" if self.source else "")
+
+
+class UnitFailure(LazylabError):
+    """A unit produced non-finite features or gradients at run time (one line naming unit, plugin and cell)."""
+
+    def __init__(self, arm: "Arm", cell: str, what: str):
+        self.arm, self.cell, self.what = arm, cell, what
+        super().__init__(f"unit {arm.unit.name!r} ({arm.plugin}) produced {what} in {cell}")
 
 
 @dataclass(frozen=True)
@@ -139,10 +163,14 @@ class PluginError:
 
 @dataclass
 class Registry:
-    """The loaded units (``name -> (unit, distribution, version)``) and those that failed."""
+    """The loaded units (``name -> (unit, distribution, version)``) and those that failed.
+
+    ``sources`` maps a unit name to the hash of its source files (``source_hash``).
+    """
 
     units: dict[str, tuple[Unit, str, str]] = field(default_factory=dict)
     errors: dict[str, PluginError] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def arms(self) -> dict[str, Arm]:
         out: dict[str, Arm] = {}
@@ -151,7 +179,7 @@ class Registry:
                 stem = name if init == unit.inits[0] else f"{name}-{init}"
                 for trained in (False, True):
                     arm_name = f"{stem}-{'trained' if trained else 'frozen'}"
-                    out[arm_name] = Arm(arm_name, unit, init, trained, dist, version)
+                    out[arm_name] = Arm(arm_name, unit, init, trained, dist, version, self.sources.get(name, ""))
         return out
 
     def arm(self, name: str) -> Arm:
@@ -241,7 +269,8 @@ def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
 def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
     """Build a tiny bank (``m`` random prototypes, 8 random reference images) and ``check_bank`` it.
 
-    Used by ``lazylab arms --check``; costs one small bank construction.
+    Superseded by ``lazylab.testing.check_unit`` (the conformance suite ``lazylab arms
+    --check`` runs); kept for plugins whose tests call it. Needs no dataset.
     Raises: ContractError for any failure, with a one-line reason.
     """
     import jax
@@ -265,48 +294,136 @@ def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
 
 
 _REGISTRY: Registry | None = None
+# Where load problems are announced (the CLI prints them as "warning: ..." lines on stderr).
+warn: Callable[[str], None] | None = None
+
+
+def note(line: str) -> None:
+    """Announce one line about a unit's numerics (e.g. a bandwidth fallback): through ``warn`` if set
+    (the CLI prints ``warning: <line>`` once), else as a Python ``UserWarning``."""
+    if warn is not None:
+        warn(line)
+    else:
+        import warnings
+
+        warnings.warn(line, stacklevel=2)
+
+
+def _source_dir(module: str) -> list[Path]:
+    """The source files a unit's identity hashes: every ``.py`` file of a third-party plugin's
+    top-level package (or its single module); for a built-in unit, its own module and
+    ``lazylab.arms.common`` (the numerics it shares), so that editing the registry or one
+    unit leaves the other units' results valid (lazylab's own identity is ``lazylab.config``'s)."""
+    top = module.split(".")[0]
+    if top == "lazylab":
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            return []
+        return sorted({Path(spec.origin), Path(__file__).with_name("common.py")})
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return sorted(f for loc in spec.submodule_search_locations for f in Path(loc).rglob("*.py"))
+    return [Path(spec.origin)] if spec.origin and spec.origin.endswith(".py") else []
+
+
+def source_hash(module: str) -> str:
+    """First 8 hex digits of SHA-256 over the names and bytes of the files ``_source_dir`` lists.
+
+    Like ``joblib.Memory``'s function-code check, an edit in place (``pip install -e``,
+    no version bump) changes the hash and so every memo key of the unit's runs.
+    Returns "" when no source file is found (e.g. a zip import).
+    """
+    files = _source_dir(module)
+    if not files:
+        return ""
+    root = files[0].parent
+    h = hashlib.sha256()
+    for f in files:
+        rel = os.path.relpath(f, root)
+        h.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:8]
+
+
+def _wanted() -> dict[str, str | None]:
+    """``LAZYLAB_ARMS`` as ``{unit: distribution or None}``: entries ``name`` or ``distribution:name``."""
+    out: dict[str, str | None] = {}
+    for item in os.environ.get("LAZYLAB_ARMS", "").split(","):
+        dist, _, name = item.strip().rpartition(":")
+        if name.strip():
+            out[name.strip()] = dist.strip() or None
+    return out
+
+
+def _norm(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
 
 
 def registry() -> Registry:
     """Load every unit registered under ``lazylab.arms`` (cached).
 
     ``LAZYLAB_ARMS=name,...`` restricts loading to the named units (a named
-    unit that no installed distribution provides is recorded as an error). A
-    plugin that fails to import or breaks the contract (static checks only,
-    see ``check_bank``) is recorded in ``Registry.errors`` and skipped, as is
-    a second distribution registering a name already taken; with
-    ``LAZYLAB_STRICT_PLUGINS=1`` the first such problem raises a one-line
-    ``LazylabError`` naming the unit and its distribution instead.
+    unit that no installed distribution provides is recorded as an error);
+    ``distribution:name`` also says which distribution provides the unit. A
+    unit name registered by two distributions (a built-in included) loads
+    neither and is recorded as an error naming both, unless ``LAZYLAB_ARMS``
+    picks one; identical registrations (one distribution seen twice) load
+    once. A plugin that fails to import or breaks the contract (static checks
+    only, see ``check_bank``) is recorded in ``Registry.errors`` and skipped,
+    and announced through ``warn`` (one line per unit); with
+    ``LAZYLAB_STRICT_PLUGINS=1`` any such problem raises one ``LazylabError``
+    line naming every broken unit and its distribution instead.
     """
     global _REGISTRY
     if _REGISTRY is not None:
         return _REGISTRY
-    wanted = {n.strip() for n in os.environ.get("LAZYLAB_ARMS", "").split(",") if n.strip()}
+    wanted = _wanted()
     strict = os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
     reg = Registry()
 
     def fail(name: str, dist: str, version: str, message: str) -> None:
-        if strict:
-            where = f" ({dist} {version})" if dist != "-" else ""
-            raise LazylabError(f"plugin unit {name!r}{where} failed: {message} [LAZYLAB_STRICT_PLUGINS is set]")
         reg.errors.setdefault(name, PluginError(name, dist, version, message))
 
+    candidates: dict[str, list] = {}  # unit name -> distinct (entry point, dist, version)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if wanted and ep.name not in wanted:
             continue
         dist = ep.dist.name if ep.dist else "unknown"
         version = ep.dist.version if ep.dist else "0"
-        if ep.name in reg.units:
-            fail(ep.name, dist, version, f"name already provided by {reg.units[ep.name][1]}; skipped")
+        if wanted.get(ep.name) and _norm(wanted[ep.name]) != _norm(dist):
             continue
+        seen = candidates.setdefault(ep.name, [])
+        if not any(_norm(d) == _norm(dist) and e.value == ep.value for e, d, _ in seen):
+            seen.append((ep, dist, version))
+    for name, found in sorted(candidates.items()):
+        if len(found) > 1:
+            who = " and ".join(f"{d} {v}" for _, d, v in found)
+            pick = " or ".join(f"LAZYLAB_ARMS={d}:{name}" for _, d, _ in found)
+            fail(name, found[0][1], found[0][2], f"unit name {name!r} is registered by both {who}; choose one with {pick}")
+            continue
+        ep, dist, version = found[0]
         try:
             unit = _check_contract(ep.load(), ep.name)
         except (Exception, SystemExit) as exc:  # a broken plugin must not take the CLI down
             fail(ep.name, dist, version, (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0])
             continue
         reg.units[ep.name] = (unit, dist, version)
-    for name in sorted(wanted - set(reg.units) - set(reg.errors)):
-        fail(name, "-", "-", "not installed (named in LAZYLAB_ARMS)")
+        try:
+            reg.sources[ep.name] = source_hash(ep.module)
+        except OSError:
+            reg.sources[ep.name] = ""
+    for name in sorted(set(wanted) - set(reg.units) - set(reg.errors)):
+        via = f" from {wanted[name]}" if wanted[name] else ""
+        fail(name, "-", "-", f"not installed{via} (named in LAZYLAB_ARMS)")
+    if strict and reg.errors:
+        problems = "; ".join(f"plugin unit {e.unit!r}" + (f" ({e.distribution} {e.version})" if e.distribution != "-" else "")
+                             + f" failed: {e.message}" for _, e in sorted(reg.errors.items()))
+        raise LazylabError(f"{problems} [LAZYLAB_STRICT_PLUGINS is set]")
+    if warn is not None:
+        for _, e in sorted(reg.errors.items()):
+            where = f" ({e.distribution} {e.version})" if e.distribution != "-" else ""
+            warn(f"plugin unit {e.unit!r}{where} did not load: {e.message} (LAZYLAB_ARMS=name,... loads only the named units)")
     _REGISTRY = reg
     return reg
 

@@ -7,11 +7,10 @@ one scalar behind a softplus, initialised by the median heuristic
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from lazylab.arms import Unit
-from lazylab.arms.common import inv_softplus, sq_distances
+from lazylab.arms.common import inv_softplus, median_or_fallback, sq_distances
 
 
 def median_bandwidth(x_ref, W) -> float:
@@ -20,10 +19,12 @@ def median_bandwidth(x_ref, W) -> float:
     Args:
       x_ref: ``(n, d)`` reference images (SPEC: the first 512 training images).
       W: ``(m, d)`` centres.
-    Returns: ``sigma0`` in pixel units (inputs scaled to [0, 1]).
+    Returns: ``sigma0`` in pixel units (inputs scaled to [0, 1]); for degenerate data
+      (median below a floor, e.g. duplicated images) the fallback of
+      ``lazylab.arms.common.median_or_fallback``, with one warning line.
     """
     d2, _ = sq_distances(jnp.asarray(x_ref, jnp.float32), jnp.asarray(W, jnp.float32))
-    return float(np.sqrt(np.median(np.asarray(d2))))
+    return median_or_fallback(d2, x_ref, "gaussian")
 
 
 class GaussianBank(nnx.Module):

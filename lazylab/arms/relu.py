@@ -33,4 +33,5 @@ UNIT = Unit(
     fan_in="d",
     prototypes_are_images=False,
     description="relu(x W^T + c), lecun-normal fan-in d",
+    prefix_stable=True,
 )

@@ -48,4 +48,5 @@ UNIT = Unit(
     fan_in="m",
     prototypes_are_images=True,
     description="(w.x + b)^2 / (||x - w||^2 + eps)",
+    prefix_stable=True,  # b and eps are shared scalars, unit j reads only W[j]
 )

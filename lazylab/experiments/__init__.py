@@ -56,6 +56,9 @@ class Workspace:
         self.memo_only = False
         self.missing: list[str] = []
         self.backend = LocalBackend()  # where missing runs are computed (lazylab.backends)
+        # Arms whose unit produced non-finite numbers (arm name -> one-line UnitFailure message):
+        # their remaining runs are skipped, never stored, and the command exits 2 after the others.
+        self.failures: dict[str, str] = {}
 
     @property
     def data(self) -> fmnist.FashionMNIST:
@@ -101,6 +104,10 @@ class Workspace:
         groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
         for group, records in self.backend.compute(self, groups, reporter):
             for cfg, record in zip(group, records):
+                if record.get("failed"):  # a unit failure is not a result: never stored
+                    self.failures.setdefault(cfg.arm, record["failed"])
+                    found[cfg.key()] = record
+                    continue
                 self.memo.put_record(cfg.key(), record)
                 found[cfg.key()] = record
                 reporter.done(cfg, record, cached=False)
@@ -131,6 +138,7 @@ class Workspace:
         """
         import jax
 
+        from lazylab.arms import UnitFailure
         from lazylab.cache import worth_storing
         from lazylab.config import CACHE_SCHEMA, memo_key
         from lazylab.model import features
@@ -155,6 +163,10 @@ class Workspace:
                 t0 = time.perf_counter()
                 pair = jax.block_until_ready((features(model.feat, d.x_train[: cfg.train_size]),
                                               features(model.feat, d.x_test)))
+                for split, f in zip(("training", "test"), pair):  # where a unit's NaN appears (never stored)
+                    if not bool(jax.numpy.isfinite(f).all()):
+                        raise UnitFailure(arm, f"{arm.name} m={cfg.width} seed {cfg.seed}",
+                                          f"non-finite features on the {split} images")
                 # Compile time included: a recomputation in a later process pays it too.
                 if worth_storing(time.perf_counter() - t0, sum(f.nbytes for f in pair), self.memo.feature_limit):
                     self.memo.put_features(key, {"train": pair[0], "test": pair[1]})
@@ -216,7 +228,9 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
 
     Frozen arms train only the head, on features computed once per bank (the same
     experiment as step-by-step training; see tests). Trained arms train every
-    parameter. The runs train together as one program (``fit_batch``).
+    parameter. The runs train together as one program (``fit_batch``). A unit
+    whose bank or features are not finite (``lazylab.arms.UnitFailure``) gets
+    ``failed_record``s instead, and is recorded in ``ws.failures``.
 
     Args:
       ws: the workspace (data and bank features).
@@ -228,13 +242,26 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     """
     from flax import nnx
 
+    from lazylab.arms import UnitFailure
     from lazylab.model import bank_scalars, build_model
     from lazylab.train import fit_batch
 
+    # A Ray worker's workspace has no ``failures``: its failed records reach the driver's.
+    failures = getattr(ws, "failures", {})
+
+    def failed(exc: UnitFailure) -> list[dict]:
+        failures.setdefault(arm.name, str(exc))
+        return [failed_record(c, failures[arm.name]) for c in cfgs]
+
     t0 = time.perf_counter()
     first = cfgs[0]
+    if arm.name in failures:  # the arm's unit already failed in this process: skip its remaining runs
+        return [failed_record(c, failures[arm.name]) for c in cfgs]
     d = ws.data.subset(train_size=first.train_size)
-    models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
+    try:
+        models = {c: build_model(arm, c.width, c.seed, d.x_train, c.fan_in) for c in cfgs}
+    except UnitFailure as exc:
+        return failed(exc)
     W0 = {c: np.array(model.feat.W[...]) for c, model in models.items()}
     scalars0 = {c: bank_scalars(model.feat) for c, model in models.items()}
     protocol = dict(lrs=[c.lr for c in cfgs], seeds=[c.seed for c in cfgs], epochs=first.epochs,
@@ -243,7 +270,10 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
     if arm.trained:
         results = fit_batch([models[c] for c in cfgs], d.x_train, d.y_train, d.x_test, d.y_test, **protocol)
     else:
-        feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
+        try:
+            feats = [ws.bank_features(arm, c, models[c]) for c in cfgs]  # each run has its own bank
+        except UnitFailure as exc:
+            return failed(exc)
         results = fit_batch([models[c].head for c in cfgs], [f[0] for f in feats], d.y_train,
                             [f[1] for f in feats], d.y_test, **protocol)
         del feats
@@ -274,6 +304,11 @@ def missing_record(cfg: RunConfig) -> dict:
     return {"key": cfg.key(), "config": json_config(cfg), "best_acc": None, "final_acc": None, "best_epoch": None,
             "curve": [], "train_loss": [], "diverged": None, "scalars": None, "movement": None, "seconds": 0.0,
             "missing": True}
+
+
+def failed_record(cfg: RunConfig, message: str) -> dict:
+    """The stand-in for a run whose unit failed (``UnitFailure``): no accuracy, ``failed`` holds the one-line reason."""
+    return {**missing_record(cfg), "missing": False, "failed": message}
 
 
 def json_config(cfg: RunConfig) -> dict:

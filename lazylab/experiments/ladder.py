@@ -65,6 +65,7 @@ class ArmSummary:
     lr: float | None
     bracket: dict[str, float | None] = field(default_factory=dict)
     cells: dict[int, dict] = field(default_factory=dict)
+    failed: str | None = None  # the UnitFailure that stopped the arm (its other runs skipped)
 
 
 @dataclass
@@ -78,7 +79,7 @@ class LadderResult:
             "plan": self.plan,
             "arms": [
                 {"arm": a.arm, "plugin": a.plugin, "lr": a.lr, "bracket": a.bracket,
-                 "cells": {str(w): c for w, c in a.cells.items()}}
+                 "cells": {str(w): c for w, c in a.cells.items()}, **({"failed": a.failed} if a.failed else {})}
                 for a in self.arms
             ],
             "runs": self.runs,
@@ -112,6 +113,10 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     at its chosen rate, so a concurrent backend has all of a phase's runs at once.
     The rates of a bracket and the seeds of a cell train together.
 
+    An arm whose unit fails (``lazylab.arms.UnitFailure``: non-finite features or
+    gradients) stops there: its ArmSummary holds ``failed``, its other runs are
+    skipped, and every other arm completes.
+
     Returns: LadderResult with one ArmSummary per arm and every run record.
     Raises: LazylabError, before any training, if a data-seeded arm is asked for more
       units than there are training images.
@@ -131,19 +136,23 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
         records = iter(ws.run_cells(cells, reporter))
         for summary, grid in zip(summaries, grids):
             bracket = [next(records) for _ in grid]
-            runs.update((r["key"], r) for r in bracket)
+            runs.update((r["key"], r) for r in bracket if not r.get("failed"))
             scores = {lr: r["best_acc"] for lr, r in zip(grid, bracket)}
             summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
             summary.lr = choose_rate(scores)
-    chosen = [(arm, s) for arm, s in zip(plan.arms, summaries) if s.lr is not None]
+    chosen = [(arm, s) for arm, s in zip(plan.arms, summaries) if s.lr is not None and arm.name not in ws.failures]
     cells = [(arm, ws.config(arm, width, seed, s.lr, **plan.protocol()))
              for arm, s in chosen for width in plan.widths for seed in plan.seeds]
     records = iter(ws.run_cells(cells, reporter))
     for _, summary in chosen:
         for width in plan.widths:
             cell = [next(records) for _ in plan.seeds]
-            runs.update((r["key"], r) for r in cell)
+            runs.update((r["key"], r) for r in cell if not r.get("failed"))
             summary.cells[width] = summarise(cell)
+    for arm, summary in zip(plan.arms, summaries):
+        summary.failed = ws.failures.get(arm.name)
+        if summary.failed:
+            summary.cells = {}
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),

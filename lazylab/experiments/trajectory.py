@@ -304,6 +304,23 @@ def load_or_run_many(ws: Workspace, items: list[tuple[Arm, TrajectoryConfig]],
     return out
 
 
+def _unit_fails(ws: Workspace, arm: Arm, tcfg: TrajectoryConfig) -> bool:
+    """Whether ``arm``'s bank for a trajectory not in the memo fails ``lazylab.model.check_finite``
+    (recorded in ``ws.failures``): one failing arm must not stop the others."""
+    from lazylab.arms import UnitFailure
+    from lazylab.model import build_model
+
+    if _memo_trajectory(ws, tcfg) is not None:
+        return False
+    cfg = tcfg.run
+    try:
+        build_model(arm, cfg.width, cfg.seed, ws.data.x_train[: cfg.train_size], cfg.fan_in)
+    except UnitFailure as exc:
+        ws.failures.setdefault(arm.name, str(exc))
+        return True
+    return False
+
+
 def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Reporter()) -> TrajectoryResult:
     """Trajectories of every arm in ``plan`` (bracketing each rate first unless ``plan.lr``), memoized.
 
@@ -315,6 +332,8 @@ def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Rep
     for arm in plan.arms:
         if plan.lr is None:
             lr, bracket = bracket_rate(ws, arm, plan, reporter)
+            if arm.name in ws.failures:
+                continue  # its unit failed (lazylab.arms.UnitFailure): the CLI names it and exits 2
             if lr is None:
                 notes_of[arm.name].append(f"{arm.name}: every rate of its grid diverged in bracketing; skipped (pass --lr)")
                 continue
@@ -323,6 +342,7 @@ def run_trajectory(ws: Workspace, plan: TrajectoryPlan, reporter: Reporter = Rep
             lr, bracket, source = plan.lr, {}, "given"
         todo.append((arm, lr, bracket, source,
                      TrajectoryConfig(ws.config(arm, plan.width, plan.seed, lr, **plan.protocol()), plan.snapshots)))
+    todo = [t for t in todo if not _unit_fails(ws, t[0], t[-1])]
     # Every arm's trajectory at once: on the Ray backend they run in parallel.
     done = load_or_run_many(ws, [(arm, tcfg) for arm, *_, tcfg in todo], reporter)
     arms = []

@@ -40,9 +40,10 @@ import numpy as np
 from flax import nnx
 
 from lazylab.arms import CONTRACT_VERSION, Unit
+from lazylab.arms.common import median_or_fallback
 
-if CONTRACT_VERSION < 2:  # pragma: no cover - reported by `lazylab arms` as an import error
-    raise ImportError(f"lazylab-rff needs lazylab.arms contract version 2, this lazylab has {CONTRACT_VERSION}")
+if CONTRACT_VERSION < 3:  # pragma: no cover - reported by `lazylab arms` as an import error
+    raise ImportError(f"lazylab-rff needs lazylab.arms contract version 3, this lazylab has {CONTRACT_VERSION}")
 
 __version__ = "0.1.0"
 
@@ -51,19 +52,19 @@ def median_pairwise_distance(x_ref) -> float:
     """Median heuristic: ``median_{i<j} ||x_i - x_j||`` over the rows of ``x_ref``.
 
     Args: ``x_ref``: ``(n, d)`` images, ``n >= 2`` (lazylab passes 512 in [0, 1]).
-    Returns: the distance in pixel units (float64 arithmetic).
-    Raises: ValueError for fewer than two rows or a zero median (identical images).
+    Returns: the distance in pixel units (float64 arithmetic). For degenerate data
+      (the median squared distance below 1e-6 x the images' mean squared norm, e.g.
+      duplicated images) lazylab's documented fallback ``sqrt(mean ||x||^2)``, with
+      one warning line (``lazylab.arms.common.median_or_fallback``).
+    Raises: ValueError for fewer than two rows.
     """
     x = np.asarray(x_ref, np.float64)
     if x.ndim != 2 or len(x) < 2:
         raise ValueError(f"the median heuristic needs at least two reference rows, got shape {x.shape}")
     sq = np.sum(x * x, axis=1)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0)
     iu = np.triu_indices(len(x), k=1)
-    sigma = float(np.sqrt(max(np.median(d2[iu]), 0.0)))
-    if not sigma > 0:
-        raise ValueError("the reference images are (nearly) identical: median pairwise distance is 0")
-    return sigma
+    return median_or_fallback(d2[iu], x, "rff")
 
 
 def standard_normal(key, shape) -> jax.Array:
@@ -100,7 +101,9 @@ class RFFBank(nnx.Module):
         self.b = nnx.Param(phases(key, self.W[...].shape[0]))
 
     def __call__(self, x):
-        return math.sqrt(2.0) * jnp.cos((x @ self.W[...].T) / self.sigma[...] + self.b[...])
+        # float32 products (not TF32 on GPUs): the phase x.w / sigma spans many periods.
+        dot = jnp.matmul(x, self.W[...].T, precision=jax.lax.Precision.HIGHEST)
+        return math.sqrt(2.0) * jnp.cos(dot / self.sigma[...] + self.b[...])
 
     def scalars(self) -> dict[str, float]:
         """``sigma``: the effective bandwidth ``sigma * 1 / rms(W)`` (pixel units); at
@@ -122,5 +125,6 @@ UNIT = Unit(
     description="sqrt(2) cos(w.x + b), w ~ N(0, I/sigma^2) median heuristic, b ~ U(0, 2pi)",
     sample=standard_normal,
     takes_key=True,
-    contract=2,
+    contract=3,
+    prefix_stable=True,  # unit j reads only (z_j, key, j): see the module docstring
 )

@@ -1,7 +1,8 @@
 """lazylab-rff's own tests: the unit's mathematics, its determinism, and its
 registration, checked by driving lazylab's CLI with click's CliRunner (the
-simonw/llm plugin-testing pattern). Needs the plugin installed
-(``pip install -e plugins/lazylab-rff``); no dataset needed.
+simonw/llm plugin-testing pattern), and lazylab's conformance suite
+(``lazylab.testing.check_unit``, on real Fashion-MNIST images). Needs the
+plugin installed (``pip install -e plugins/lazylab-rff``) and the dataset.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import lazylab_rff
-from lazylab.arms import check_bank, registry, reset_registry, smoke_check
+from lazylab.arms import check_bank, registry, reset_registry
+from lazylab.testing import check_unit
 from lazylab_rff import UNIT, RFFBank, median_pairwise_distance, standard_normal
 
 D = 784
@@ -49,9 +51,10 @@ def test_entry_point_is_registered_with_the_package_version():
     assert version("lazylab-rff") == lazylab_rff.__version__
 
 
-def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry):
+def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry, monkeypatch):
     from lazylab.cli import cli
 
+    monkeypatch.setenv("LAZYLAB_ARMS", "rff")  # --check runs the conformance suite on this unit alone
     result = CliRunner().invoke(cli, ["arms", "--json", "--check"])
     assert result.exit_code == 0, result.output
     listing = json.loads(result.output)
@@ -62,7 +65,7 @@ def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry):
         assert arms[name]["status"] == "ok"
         assert arms[name]["bank"] == ("trained" if trained else "frozen")
     assert not any(a.startswith("rff-data") for a in arms)  # random init only
-    assert registry().arm("rff-frozen").plugin == f"lazylab-rff {lazylab_rff.__version__}"
+    assert registry().arm("rff-frozen").plugin.startswith(f"lazylab-rff {lazylab_rff.__version__}+src.")
 
 
 def test_median_heuristic_is_the_median_of_distinct_pair_distances():
@@ -71,8 +74,8 @@ def test_median_heuristic_is_the_median_of_distinct_pair_distances():
     assert median_pairwise_distance(x) == pytest.approx(float(np.median(brute)), rel=1e-9)
     with pytest.raises(ValueError):
         median_pairwise_distance(x[:1])
-    with pytest.raises(ValueError):
-        median_pairwise_distance(np.ones((5, D)))
+    with pytest.warns(UserWarning, match="falls back"):  # identical images: lazylab's documented fallback
+        assert median_pairwise_distance(np.ones((5, D))) == pytest.approx(math.sqrt(D))
 
 
 def test_features_are_sqrt2_cos_of_w_x_plus_b_as_in_rbfsampler():
@@ -116,7 +119,6 @@ def test_bank_is_deterministic_in_its_draws_and_meets_the_contract():
     assert not np.array_equal(np.asarray(a.W[...]), np.asarray(c.W[...]))
     assert not np.array_equal(np.asarray(a.b[...]), np.asarray(c.b[...]))
     check_bank(UNIT, a, 16, D)
-    smoke_check(UNIT)
     assert UNIT.prototypes_are_images is False and UNIT.inits == ("random",)
 
 
@@ -135,3 +137,9 @@ def test_bank_needs_its_key_and_reference_images():
         RFFBank(z, images(8))
     with pytest.raises(ValueError, match="x_ref"):
         RFFBank(z, None, key=jax.random.key(0))
+
+
+def test_the_unit_passes_lazylabs_conformance_suite():
+    """Finite features and gradients on real images, determinism, prefix stability (declared),
+    frozen steps leave the bank alone, the scalars are finite (lazylab.testing.check_unit)."""
+    check_unit(UNIT)
