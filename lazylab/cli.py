@@ -264,9 +264,13 @@ def cache():
 def cache_info(cache_dir):
     """Entries and bytes in the memo, in its feature store and in the compiled-program cache."""
     from lazylab.cache import Memo, format_size
+    from lazylab.config import code_identity
 
     memo = Memo(cache_dir)
     out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
+    for code, n in memo.code_counts().items():
+        usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
+        out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
@@ -292,6 +296,17 @@ def cache_clear(cache_dir, yes):
     if not yes:
         click.confirm(f"remove {len(memo) + memo.feature_stats()[0]} entries from {memo.directory}?", abort=True)
     out.print(f"removed {memo.clear()} entries")
+
+
+@cache.command("prune")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+def cache_prune(cache_dir):
+    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused."""
+    from lazylab.cache import Memo
+    from lazylab.config import code_identity
+
+    memo = Memo(cache_dir)
+    out.print(f"removed {memo.prune()} entries computed by other code than {code_identity()}")
 
 
 # ------------------------------------------------------------------- ladder

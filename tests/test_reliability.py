@@ -258,17 +258,24 @@ def test_truncated_array_file_is_detected(tmp_path):
     np.testing.assert_array_equal(memo.get_arrays("big")["phi"], big)
 
 
-def test_planted_row_naming_a_file_outside_the_memo_is_neither_read_nor_deleted(tmp_path):
-    victim = tmp_path / "precious.txt"
+@pytest.mark.parametrize("route", ["absolute", "dotdot", "symlinked folder"])
+def test_planted_row_naming_a_file_outside_the_memo_is_neither_read_nor_deleted(tmp_path, route):
+    victim = tmp_path / "outside" / "precious.txt"
+    victim.parent.mkdir()
     victim.write_text("keep me")
     memo = Memo(tmp_path / "m")
     memo.put_record("r", {"x": 1})
+    (tmp_path / "m" / "ab").symlink_to(victim.parent, target_is_directory=True)  # a folder inside, pointing out
+    name = {"absolute": str(victim), "dotdot": "../outside/precious.txt", "symlinked folder": "ab/precious.txt"}[route]
     con = sqlite3.connect(tmp_path / "m" / "cache.db")
     with con:  # mode 2 = diskcache's MODE_BINARY: "the value is in this file"
-        con.execute("UPDATE Cache SET mode = 2, value = NULL, filename = ? WHERE key = 'r'", (str(victim),))
+        con.execute("UPDATE Cache SET mode = 2, value = NULL, filename = ? WHERE key = 'r'", (name,))
     con.close()
     assert memo.get_record("r") is None
     assert "outside the memo" in memo.problems[0]
+    assert victim.read_text() == "keep me"
+    memo.put_record("r", {"x": 2})  # replacing the row deletes its old file: not this one
+    memo.clear()
     assert victim.read_text() == "keep me"
 
 
@@ -308,10 +315,46 @@ def test_older_cache_schema_is_never_misread(reference, tmp_path, capsys):
     assert "runs: 4 computed, 0 from the memo" in out
     reported = [line for line in lines(err) if line.startswith("memo entry")]
     assert reported == [f"memo entry {cells[0].key()} was written for another configuration "
-                        f"(cache schema {CACHE_SCHEMA - 1}, expected {CACHE_SCHEMA}); recomputing"]
+                        f"(cache schema {CACHE_SCHEMA - 1}, code {cells[0].code}; expected {CACHE_SCHEMA}, "
+                        f"{cells[0].code}); recomputing"]
     runs = runs_of(out_json)
     assert all(reference[k] == v for k, v in runs.items()) and len(runs) == 4
     assert "12.5" not in out
+
+
+def test_records_of_older_code_are_never_reused_and_the_ladder_says_so(reference, tmp_path, capsys, monkeypatch):
+    """A memo written by an earlier lazylab (its code identity forged here) is recomputed, with one line saying why."""
+    from lazylab import config
+
+    memo_dir, out_json = tmp_path / "memo", tmp_path / "r.json"
+    argv = [*LADDER, "--widths", "8", "--seeds", "0,1", "--cache-dir", memo_dir]
+    current = config.CODE
+    monkeypatch.setattr(config, "CODE", "lazylab 0.1.0 numerics 0")
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 2 computed, 0 from the memo" in out, err
+    monkeypatch.undo()
+
+    code, out, err = run(capsys, *argv, "--json", out_json)
+    assert code == 0, err
+    assert "runs: 2 computed, 0 from the memo" in out
+    # 3 entries: the 2 runs and the ladder's redundancy analysis, all of them recomputed.
+    assert lines(err) == ["note: the memo holds 3 entries computed by other code (3 by lazylab 0.1.0 numerics 0); "
+                          f"they are never reused, so those results are recomputed by {current} "
+                          "(`lazylab cache prune` removes them)"]
+    runs = runs_of(out_json)
+    assert len(runs) == 2 and all(reference[k] == v for k, v in runs.items())
+    assert {json.loads(v)["config"]["code"] for v in runs.values()} == {current}
+
+    code, out, err = run(capsys, *argv)  # nothing left to compute: nothing to say
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
+    code, out, _ = run(capsys, "cache", "info", "--cache-dir", memo_dir)
+    assert code == 0
+    assert f"  3 by {current} (current)" in out
+    assert "  3 by lazylab 0.1.0 numerics 0 (never reused; 'lazylab cache prune' removes them)" in out
+    code, out, _ = run(capsys, "cache", "prune", "--cache-dir", memo_dir)
+    assert code == 0 and f"removed 3 entries computed by other code than {current}" in out
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
 
 
 # --------------------------------------------------------------------------- 3. concurrency
