@@ -506,6 +506,8 @@ DEFECTS = {
     "count-mismatch": ("t10k-labels-idx1-ubyte.gz", lambda: _idx(_labels()[:9999], data.LABELS_MAGIC),
                        ("10000 images", "9999 labels")),
     "missing-file": ("t10k-labels-idx1-ubyte.gz", None, ("lacks",)),
+    "zero-images": ("train-images-idx3-ubyte.gz", lambda: _idx(np.zeros((0, 28, 28), np.uint8), data.IMAGES_MAGIC),
+                    ("the header says 0 images",)),
 }
 
 
@@ -538,7 +540,61 @@ def test_bad_data_is_one_line_naming_file_and_problem(defect, command, bad_data,
     assert out.strip() == ""
 
 
+@pytest.mark.parametrize("damage", ["flipped byte", "shifted labels"])
+def test_damaged_parsed_data_copy_is_one_line_and_reparsed(damage, reference, tmp_path, capsys):
+    """The memo's parsed .npy copy of the data is checked against its SHA-256 before any run uses it."""
+    memo_dir = tmp_path / "memo"
+    code, _, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir)
+    assert code == 0, err
+    (copy,) = (memo_dir / "data").iterdir()
+    if damage == "flipped byte":
+        target = copy / "train_images.npy"
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        target.write_bytes(bytes(raw))
+    else:
+        target = copy / "train_labels.npy"
+        np.save(target, np.roll(np.load(target), 1))
+    out_json = tmp_path / "r.json"
+    code, out, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "1,2", "--cache-dir", memo_dir, "--json", out_json)
+    assert code == 0, err
+    assert lines(err) == [f"parsed data copy {copy} is damaged ({target.stem}.npy do not match their SHA-256); "
+                          "parsing the .gz files again"]
+    runs = runs_of(out_json)
+    assert "runs: 2 computed, 0 from the memo" in out and len(runs) == 2
+    assert all(reference[k] == v for k, v in runs.items())  # the real data's numbers, not the damaged copy's
+    code, _, err = run(capsys, *LADDER, "--widths", "16", "--seeds", "0", "--cache-dir", memo_dir)
+    assert code == 0 and err == ""  # the copy was rewritten whole
+
+
 # --------------------------------------------------------------------------- 7. disk
+
+
+@pytest.mark.parametrize("option", ["--json", "--csv", "--figures"])
+def test_full_disk_on_an_output_file_is_one_line_and_leaves_no_temporary(option, tmpfs, reference, tmp_path, capsys):
+    """A real ENOSPC on the results written after the runs: exit 2, one line, the runs kept, no .tmp left."""
+    memo_dir = tmp_path / "memo"
+    argv = [*LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir]
+    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--figures": tmpfs / "figures"}
+    if option == "--figures":
+        argv.remove("--no-figures")
+        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --figures)
+    else:
+        argv += ["--figures", tmp_path / "figures"]
+    argv += [option, outputs[option]]
+    (tmpfs / "figures").mkdir()
+    with open(tmpfs / "filler", "wb") as f:  # fill the tmpfs: empty files still fit, their bytes do not
+        with pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, option, "No space left on device")
+    assert not [p.name for p in tmpfs.rglob("*") if p.name.startswith(".")]  # no temporary left
+    assert len(run_keys(memo_dir)) == 1  # the run itself was kept
+    (tmpfs / "filler").unlink()
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 0 computed, 1 from the memo" in out, err
 
 
 def test_full_disk_on_write_is_one_line_error_and_keeps_every_finished_run(reference, tmp_path, capsys):
