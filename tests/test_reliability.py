@@ -567,6 +567,28 @@ def test_damaged_parsed_data_copy_is_one_line_and_reparsed(damage, reference, tm
     assert code == 0 and err == ""  # the copy was rewritten whole
 
 
+def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp_path):
+    """jax loads a cache entry unchecked; one holding another program's executable is caught by its SHA-256."""
+    from lazylab import xla_cache
+
+    session = xla_cache.cache_dir()  # this session's cache (conftest): it holds the tiny ladder's programs
+    xla_cache.record_entries(session)  # what the end of the process that wrote them does
+    mine = tmp_path / "xla"
+    shutil.copytree(session, mine / xla_cache.cpu_tag())
+    entries = sorted((mine / xla_cache.cpu_tag()).glob("*-cache"))
+    blobs = [e.read_bytes() for e in entries]
+    for entry, blob in zip(entries, blobs[1:] + blobs[:1]):  # every entry now holds its neighbour's program
+        entry.write_bytes(blob)
+    env = {**os.environ, "LAZYLAB_XLA_CACHE": str(mine)}
+    proc = subprocess.run([*CLI, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", tmp_path / "memo",
+                           "--json", tmp_path / "r.json"], env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stderr
+    assert lines(proc.stderr) == [f"note: {len(entries)} compiled programs in {mine / xla_cache.cpu_tag()} did not "
+                                  "match the SHA-256 recorded when they were stored; removed, compiled again and stored"]
+    runs = runs_of(tmp_path / "r.json")
+    assert len(runs) == 1 and all(reference[k] == v for k, v in runs.items())
+
+
 # --------------------------------------------------------------------------- 7. disk
 
 
