@@ -447,6 +447,11 @@ class Memo:
         """The feature store, opened on first use; None if absent (``create`` false) or unusable."""
         if self._features is not None or (not create and not (self.feature_dir / "cache.db").exists()):
             return self._features
+        if not _inside(str(self.directory), FEATURE_DIR):
+            # A planted symlink would have the store read and delete files elsewhere.
+            self.problems.append(f"the feature store {self.feature_dir} resolves outside the memo; features are recomputed")
+            self.feature_limit = 0
+            return None
         try:
             self.feature_dir.mkdir(mode=0o700, exist_ok=True)
             # cull_limit=0: diskcache's own cull drops ten least-recently-used entries at once,

@@ -678,7 +678,6 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 def _write_results(out_dir: Path, stem: str, result, info) -> None:
     """``<stem>.json`` (the result and its GIF's facts) and ``<stem>.csv`` (``result.rows()``) in ``out_dir``."""
     import csv
-
     import io
 
     gif = {"path": str(info.path), "frames": info.frames, "bytes": info.bytes, "size": list(info.size), "dpi": info.dpi}

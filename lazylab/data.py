@@ -372,6 +372,11 @@ def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = 
 def _load(directory: Path, fp: str, cache_dir: Path | None, problems: list | None) -> FashionMNIST:
     """``load`` of the files in ``directory``, whose content has the fingerprint ``fp``."""
     copy_dir = Path(cache_dir) / "data" / fp if cache_dir is not None else None
+    if copy_dir is not None and not _inside(cache_dir, copy_dir):
+        # A planted symlink would have the copy read from, and written to, somewhere else.
+        if problems is not None:
+            problems.append(f"parsed data copy {copy_dir} resolves outside the memo; not used")
+        copy_dir = None
 
     arrays = _load_parsed_copy(copy_dir, problems) if copy_dir is not None else None
     if arrays is not None:
@@ -535,6 +540,12 @@ def _atomic_write(target: Path, payload: bytes | np.ndarray, npy: bool = False) 
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path``'s ``realpath`` (symlinks followed) lies below ``root``'s."""
+    top = os.path.realpath(root)
+    return os.path.realpath(path).startswith(top + os.sep)
 
 
 def _best_effort(write) -> None:

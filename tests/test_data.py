@@ -455,3 +455,18 @@ def test_pooled14(cached):
     assert small.x_train.shape == (50, 196) and np.array_equal(small.x_train, p.x_train[:50])
     with pytest.raises(DataError):
         p.pooled14()
+
+
+def test_a_parsed_copy_outside_the_memo_is_neither_read_nor_written(cached, tmp_path):
+    ds, cache = cached
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(cache / "data", elsewhere)  # a whole, matching copy: only where it lies is wrong
+    memo = tmp_path / "memo"
+    memo.mkdir()
+    (memo / "data").symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    problems = []
+    loaded = data.load(REAL, cache_dir=memo, problems=problems)
+    assert np.array_equal(loaded.y_train, ds.y_train)
+    assert problems == [f"parsed data copy {memo / 'data' / ds.fingerprint} resolves outside the memo; not used"]
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before

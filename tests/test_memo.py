@@ -133,3 +133,16 @@ def test_entries_are_counted_per_code_identity_and_pruned(tmp_path, monkeypatch)
     assert memo.prune() == 2
     assert memo.code_counts() == {config.CODE: 2} and memo.stale_note() is None
     assert memo.get_record("new") == {"x": 1} and "old" not in memo
+
+
+def test_a_feature_store_resolving_outside_the_memo_is_not_used(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "features").symlink_to(outside, target_is_directory=True)
+    memo = Memo(tmp_path / "m")
+    assert memo.put_features("f", {"train": np.ones((4, 2), np.float32)}) is False
+    assert memo.get_features("f") is None
+    assert memo.problems == [f"the feature store {tmp_path / 'm' / 'features'} resolves outside the memo; "
+                             "features are recomputed"]
+    assert list(outside.iterdir()) == []
