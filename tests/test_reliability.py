@@ -567,24 +567,25 @@ def test_damaged_parsed_data_copy_is_one_line_and_reparsed(damage, reference, tm
     assert code == 0 and err == ""  # the copy was rewritten whole
 
 
-def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp_path):
+def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp_path, capsys):
     """jax loads a cache entry unchecked; one holding another program's executable is caught by its SHA-256."""
+    import jax
+
     from lazylab import xla_cache
 
-    session = xla_cache.cache_dir()  # this session's cache (conftest): it holds the tiny ladder's programs
-    xla_cache.record_entries(session)  # what the end of the process that wrote them does
-    mine = tmp_path / "xla"
-    shutil.copytree(session, mine / xla_cache.cpu_tag())
-    entries = sorted((mine / xla_cache.cpu_tag()).glob("*-cache"))
+    folder = xla_cache.cache_dir()  # this session's cache (conftest): it holds the tiny ladder's programs
+    xla_cache.record_entries(folder)  # what the end of the process that wrote them does
+    entries = sorted(folder.glob("jit__epoch-*-cache"))  # the training epochs, of every shape compiled so far
+    assert len(entries) >= 2
     blobs = [e.read_bytes() for e in entries]
-    for entry, blob in zip(entries, blobs[1:] + blobs[:1]):  # every entry now holds its neighbour's program
+    for entry, blob in zip(entries, blobs[1:] + blobs[:1]):  # each now holds another shape's program
         entry.write_bytes(blob)
-    env = {**os.environ, "LAZYLAB_XLA_CACHE": str(mine)}
-    proc = subprocess.run([*CLI, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", tmp_path / "memo",
-                           "--json", tmp_path / "r.json"], env=env, capture_output=True, text=True, timeout=WAIT_S)
-    assert proc.returncode == 0, proc.stderr
-    assert lines(proc.stderr) == [f"note: {len(entries)} compiled programs in {mine / xla_cache.cpu_tag()} did not "
-                                  "match the SHA-256 recorded when they were stored; removed, compiled again and stored"]
+    jax.clear_caches()  # so that this process loads its programs from the folder again, as a new one would
+    code, out, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", tmp_path / "memo",
+                         "--json", tmp_path / "r.json")
+    assert code == 0, err
+    assert lines(err) == [f"note: {len(entries)} compiled programs in {folder} did not match the SHA-256 recorded "
+                          "when they were stored; removed, compiled again and stored"]
     runs = runs_of(tmp_path / "r.json")
     assert len(runs) == 1 and all(reference[k] == v for k, v in runs.items())
 
