@@ -590,6 +590,16 @@ def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp
     assert len(runs) == 1 and all(reference[k] == v for k, v in runs.items())
 
 
+def test_an_unwritable_home_adds_nothing_to_stderr(tmp_path):
+    """matplotlib logs two warnings when it cannot make its folder under HOME, then works from a temporary one."""
+    env = {**os.environ, "HOME": "/proc", "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "MPLCONFIGDIR": "",
+           "LAZYLAB_CACHE": str(tmp_path / "memo"), "LAZYLAB_XLA_CACHE": "0"}
+    proc = subprocess.run([*CLI, "ntk", "scalar", "--out", tmp_path / "ntk"], env=env, capture_output=True, text=True,
+                          timeout=WAIT_S)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert (tmp_path / "ntk" / "scalar.png").stat().st_size > 1000
+
+
 # --------------------------------------------------------------------------- 7. disk
 
 
