@@ -231,6 +231,7 @@ def ladder_options(place):
         "--json": [None, str(root / "ladder.json")],
         "--no-figures": [True, True, False],
         "--climb-widths": [None, "8,16"],
+        "--climb-gain": [None, "0.5"],
         "--data-dir": [None],
     }
     invalid = {
@@ -242,9 +243,10 @@ def ladder_options(place):
         "--lr": ["0", "-1", "nan", "inf", "-inf", "abc", ""],
         "--fan-in": ["bogus", "D", ""],
         "--preset": ["nope", ""],
-        "--json": [str(root / "no-such-dir" / "x.json"), str(root)],
+        "--json": [str(root / "no-such-dir" / "x.json"), str(root), "", str(root / LONG_NAME / "x.json")],
         "--climb-widths": ["0", "x", ""],
-        "--data-dir": [str(place["bad"]), str(root / "nowhere"), str(place["file"])],
+        "--climb-gain": ["nan", "inf", "-1"],
+        "--data-dir": [str(place["bad"]), str(root / "nowhere"), str(place["file"]), "", str(root / LONG_NAME)],
     }
     return options(valid, invalid, always={"--cache-dir": [str(place["memo"])]})
 
@@ -367,7 +369,7 @@ def test_cache_commands_never_show_a_traceback(capsys, place, drawn):
     if not garbage.exists():
         garbage.mkdir(mode=0o700)
         (garbage / "cache.db").write_bytes(b"\x00garbage" * 512)
-    command = drawn.draw(st.sampled_from([["cache", "info"], ["cache", "clear", "--yes"]]))
+    command = drawn.draw(st.sampled_from([["cache", "info"], ["cache", "clear", "--yes"], ["cache", "prune"]]))
     cache_dir = drawn.draw(st.sampled_from([None, str(root / "scratch-memo"), str(place["file"]), str(garbage),
                                             str(place["file"] / "sub")]))
     argv = [*command, *args_from({"--cache-dir": cache_dir})]
