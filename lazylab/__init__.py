@@ -1,3 +1,3 @@
 """lazylab: a command-line laboratory for lazy training (see SPEC.md)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -35,6 +35,7 @@ from pathlib import Path
 import diskcache
 import numpy as np
 
+from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 
 DEFAULT_DIR = "cache"
@@ -134,21 +135,26 @@ class SafeDisk(diskcache.Disk):
     def fetch(self, mode, filename, value, read):
         if mode == diskcache.core.MODE_PICKLE:
             raise CorruptEntry("pickled value refused")
-        if filename is not None and not _inside(filename):
+        if filename is not None and not _inside(self._directory, filename):
             raise CorruptEntry(f"value file {filename!r} lies outside the memo")
         return super().fetch(mode, filename, value, read)
 
     def remove(self, file_path):
         # A planted row may name any path; never delete outside the memo.
-        if _inside(file_path):
+        if _inside(self._directory, file_path):
             super().remove(file_path)
 
 
-def _inside(filename) -> bool:
-    """Whether a value-file name from the store is a plain relative path below the memo."""
+def _inside(directory: str, filename) -> bool:
+    """Whether a value-file name from the store resolves (``realpath``: symlinks followed) to a file below ``directory``.
+
+    A planted row may name an absolute path, ``..``, or a path through a symlinked
+    folder inside the memo; only the resolved path counts.
+    """
     if not isinstance(filename, str) or not filename or os.path.isabs(filename) or "\0" in filename:
         return False
-    return ".." not in Path(filename).parts
+    root = os.path.realpath(directory)
+    return os.path.realpath(os.path.join(root, filename)).startswith(root + os.sep)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -333,7 +339,8 @@ class Memo:
 
     def _put(self, key: str, payload: bytes) -> None:
         try:
-            self._cache.set(key, _seal(payload))
+            # The tag is the code identity that wrote the entry: ``code_counts`` and ``prune`` read it.
+            self._cache.set(key, _seal(payload), tag=code_identity())
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
             # diskcache writes each entry in one sqlite transaction: a failed write leaves no partial entry.
             raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}"
@@ -378,6 +385,49 @@ class Memo:
     def __len__(self) -> int:
         return len(self._cache)
 
+    def code_counts(self) -> dict[str | None, int]:
+        """Entries per code identity (main store and feature store together), most first (ties by name, None last).
+
+        The key None counts entries written before lazylab recorded code identities (0.1.0).
+        Raises: LazylabError if the store cannot be read.
+        """
+        counts: dict[str | None, int] = {}
+        for store in (self._cache, self._feature_store(create=False)):
+            if store is None:
+                continue
+            try:
+                rows = store._sql("SELECT tag, COUNT(*) FROM Cache GROUP BY tag").fetchall()
+            except (sqlite3.Error, diskcache.core.Timeout) as exc:
+                raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}") from None
+            for tag, n in rows:
+                tag = tag if isinstance(tag, str) else None  # anything but text is not an identity lazylab wrote
+                counts[tag] = counts.get(tag, 0) + n
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or "")))
+
+    def stale_note(self) -> str | None:
+        """One line saying that the memo holds entries no current code can use, or None if it holds none."""
+        stale = {tag: n for tag, n in self.code_counts().items() if tag != code_identity()}
+        if not stale:
+            return None
+        what = ", ".join(f"{n} by {tag or 'lazylab 0.1.0 (no code identity)'}" for tag, n in stale.items())
+        return (f"note: the memo holds {sum(stale.values())} entries computed by other code ({what}); they are "
+                f"never reused, so those results are recomputed by {code_identity()} "
+                "(`lazylab cache prune` removes them)")
+
+    def prune(self) -> int:
+        """Remove every entry (both stores) not written by the current code identity; returns how many.
+
+        Such entries can never be looked up: the code identity is part of every key.
+        """
+        removed = 0
+        for store in (self._cache, self._feature_store(create=False)):
+            if store is None:
+                continue
+            keys = [k for (k,) in store._sql("SELECT key FROM Cache WHERE tag IS NULL OR tag != ?",
+                                             (code_identity(),)).fetchall()]
+            removed += sum(bool(store.delete(k)) for k in keys)
+        return removed
+
     def clear(self) -> int:
         """Remove every entry, feature matrices included; returns how many were removed."""
         store = self._feature_store(create=False)
@@ -397,6 +447,11 @@ class Memo:
         """The feature store, opened on first use; None if absent (``create`` false) or unusable."""
         if self._features is not None or (not create and not (self.feature_dir / "cache.db").exists()):
             return self._features
+        if not _inside(str(self.directory), FEATURE_DIR):
+            # A planted symlink would have the store read and delete files elsewhere.
+            self.problems.append(f"the feature store {self.feature_dir} resolves outside the memo; features are recomputed")
+            self.feature_limit = 0
+            return None
         try:
             self.feature_dir.mkdir(mode=0o700, exist_ok=True)
             # cull_limit=0: diskcache's own cull drops ten least-recently-used entries at once,
@@ -459,7 +514,7 @@ class Memo:
         try:
             store.delete(key)  # an older copy would count against the room made below
             self._make_room(store, size)
-            store.set(key, _SealedReader(parts), read=True)
+            store.set(key, _SealedReader(parts), read=True, tag=code_identity())
             return True
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
             self.problems.append(f"cannot write to the feature store at {self.feature_dir}: {_one_line(exc)}; "

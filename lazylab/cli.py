@@ -17,7 +17,7 @@ from rich.table import Table
 
 from lazylab import xla_cache
 from lazylab.errors import LazylabError
-from lazylab.paths import writable_dir, writable_file
+from lazylab.paths import writable_dir, writable_file, write_text_atomically
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -26,6 +26,8 @@ err = Console(stderr=True, highlight=False)
 MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
 MAX_LR = 1e6  # far past every divergence; larger rates overflow float32 updates to inf
 MAX_WIDTH = 65536  # 8x the protocol's widest bank; beyond this the features alone outgrow a workstation
+MAX_AMPLITUDE = 1e6  # ntk lab's --bump and --noise: far past any useful target; 1e308 overflows its float64 squares
+NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, btrfs, tmpfs)
 
 
 class IntList(click.ParamType):
@@ -296,9 +298,13 @@ def cache():
 def cache_info(cache_dir):
     """Entries and bytes in the memo, in its feature store and in the compiled-program cache."""
     from lazylab.cache import Memo, format_size
+    from lazylab.config import code_identity
 
     memo = Memo(cache_dir)
     out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
+    for code, n in memo.code_counts().items():
+        usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
+        out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
@@ -324,6 +330,17 @@ def cache_clear(cache_dir, yes):
     if not yes:
         click.confirm(f"remove {len(memo) + memo.feature_stats()[0]} entries from {memo.directory}?", abort=True)
     out.print(f"removed {memo.clear()} entries")
+
+
+@cache.command("prune")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+def cache_prune(cache_dir):
+    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused."""
+    from lazylab.cache import Memo
+    from lazylab.config import code_identity
+
+    memo = Memo(cache_dir)
+    out.print(f"removed {memo.prune()} entries computed by other code than {code_identity()}")
 
 
 # ------------------------------------------------------------------- ladder
@@ -516,7 +533,7 @@ def default_out() -> Path:
               help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
 @list_option("--climb-widths", type=IntList(1),
              help="Fit every arm's ladder law on these widths instead of its climbing region.")
-@click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True,
+@click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite,
               help="Climbing region: from the smallest width while each next width gains more than this (points).")
 @click.option("--redundancy-sample", type=click.Choice(["first-n", "held-out", "with-seeds"]), default="first-n",
               show_default=True, help="Images of the redundancy measurement: the first n, or for a data-seeded bank "
@@ -597,7 +614,7 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         for part in wall_tables(payload["analysis"]["wall"]):
             out.print(part)
     if json_path is not None:
-        json_path.write_text(json.dumps(payload, indent=1))
+        write_text_atomically(json_path, json.dumps(payload, indent=1), "--json")
         out.print(f"wrote {json_path}")
     if csv_path is None and json_path is not None:
         csv_path = json_path.with_suffix(".csv")
@@ -605,13 +622,15 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
         csv_path = figures_dir / "runs.csv"
     if csv_path is not None:
         import csv
+        import io
 
         header, rows = runs_table(result)
         csv_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(csv_path, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            writer.writerows(rows)
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(header)
+        writer.writerows(rows)
+        write_text_atomically(csv_path, text.getvalue(), "--csv")
         out.print(f"wrote {csv_path} ({_count(len(rows), 'run')})")
     if figures_dir is not None:
         from lazylab.render.figures import ladder_figures
@@ -794,7 +813,7 @@ def _scalars_text(start: dict, end: dict) -> str:
 @click.option("--epochs", type=click.IntRange(min=1), default=24, show_default=True, help="Epochs per arm.")
 @click.option("--snapshots", type=click.IntRange(min=1), default=16, show_default=True,
               help="Prototypes kept at every epoch (the first N of the bank).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for bank, head and batch order.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed for bank, head and batch order.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Rate for every arm [default: each arm's ladder bracket, m=256 seed 0 12 epochs, memoized].")
 @click.option("--train-size", type=click.IntRange(min=256, max=60000), default=60000, show_default=True,
@@ -903,14 +922,16 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 def _write_results(out_dir: Path, stem: str, result, info) -> None:
     """``<stem>.json`` (the result and its GIF's facts) and ``<stem>.csv`` (``result.rows()``) in ``out_dir``."""
     import csv
+    import io
 
     gif = {"path": str(info.path), "frames": info.frames, "bytes": info.bytes, "size": list(info.size), "dpi": info.dpi}
-    (out_dir / f"{stem}.json").write_text(json.dumps({**result.to_json(), "gif": gif}, indent=1))
+    write_text_atomically(out_dir / f"{stem}.json", json.dumps({**result.to_json(), "gif": gif}, indent=1), "--out")
     rows = result.rows()
-    with open(out_dir / f"{stem}.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomically(out_dir / f"{stem}.csv", text.getvalue(), "--out")
 
 
 def _gif_line(info) -> str:
@@ -1115,8 +1136,10 @@ def ntk():
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=None, callback=finite,
               help="Gradient-descent rate [default: 0.5 for one run, 0.05 for a --widths sweep].")
 @click.option("--steps", type=click.IntRange(min=1, max=1_000_000), default=2000, show_default=True, help="Full-batch GD steps.")
-@click.option("--bump", type=float, default=1.0, show_default=True, callback=finite, help="Amplitude of the local bump in the target.")
-@click.option("--noise", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite, help="Label noise std.")
+@click.option("--bump", type=click.FloatRange(min=-MAX_AMPLITUDE, max=MAX_AMPLITUDE), default=1.0, show_default=True,
+              callback=finite, help="Amplitude of the local bump in the target.")
+@click.option("--noise", type=click.FloatRange(min=0, max=MAX_AMPLITUDE), default=0.1, show_default=True, callback=finite,
+              help="Label noise std.")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Initialization seed.")
 @click.option("--data-seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed of the training data.")
 @click.option("--frames", type=click.IntRange(min=2, max=400), default=60, show_default=True, help="Snapshots (GIF frames), log-spaced in steps.")
@@ -1141,7 +1164,7 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
         with _progress() as progress:
             task = progress.add_task("sweep", total=len(widths) * len(seeds))
             sw = sweep(cfg, widths, seeds, on_run=lambda w, s: progress.update(task, advance=1, description=f"m={w} seed={s}"))
-        (out_dir / "sweep.json").write_text(json.dumps(sw.to_json(), indent=1))
+        write_text_atomically(out_dir / "sweep.json", json.dumps(sw.to_json(), indent=1), "--out")
         sweep_png(sw, out_dir / "sweep.png")
         if as_json:
             click.echo(json.dumps(sw.to_json(), indent=1))
@@ -1432,6 +1455,38 @@ def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
     _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
 
 
+# ----------------------------------------------------------- path options
+class CheckedPath(click.Path):
+    """A ``click.Path`` that also refuses an empty path and a component over ``NAME_MAX`` bytes.
+
+    ``''`` would otherwise mean the working directory (a memo there, with its permissions),
+    and a long component fails only when the file is opened, after the work is done.
+    """
+
+    def __init__(self, inner: click.Path):
+        self.__dict__.update(inner.__dict__)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (str, os.PathLike)):
+            text = os.fspath(value)
+            if text == "":
+                self.fail("empty path", param, ctx)
+            longest = max(len(os.fsencode(part)) for part in str(text).split(os.sep))
+            if longest > NAME_MAX:
+                self.fail(f"a path component is {longest} bytes long; file systems allow {NAME_MAX}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def _check_paths(group: click.Group) -> None:
+    """Give every path option of every command (those added later too) ``CheckedPath``'s checks."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _check_paths(command)
+        for param in command.params:
+            if isinstance(param.type, click.Path) and not isinstance(param.type, CheckedPath):
+                param.type = CheckedPath(param.type)
+
+
 # --------------------------------------------------------------------- main
 _interrupted = False  # set by the SIGINT handler that ``main`` installs
 
@@ -1507,6 +1562,12 @@ def _main(argv) -> None:
 
 
 def _run(argv, pending: list[str]) -> None:
+    import logging
+
+    _check_paths(cli)
+    # An unwritable HOME makes matplotlib log two warnings and use a temporary folder,
+    # which works: stderr keeps to lazylab's one-line rule.
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
     try:
         xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
@@ -1528,6 +1589,16 @@ def _run(argv, pending: list[str]) -> None:
             click.echo("aborted: nothing was changed", err=True)
             sys.exit(1)
         _exit_interrupted(argv)
+    except OSError as exc:
+        # The system refused a file operation (full disk, read-only folder, name too long):
+        # the user's environment, not a bug.
+        if _interrupted:
+            _exit_interrupted(argv)
+        if os.environ.get("LAZYLAB_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or ' '.join(str(exc).split())}", err=True)
+        sys.exit(2)
     except Exception as exc:  # a bug: still one line, and exit 1 (not 2) so that it shows
         if _interrupted:
             # The ^C landed inside native code that turned its KeyboardInterrupt into another

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
+
+from lazylab import __version__
 
 # Bump when the meaning or layout of stored records changes: old entries are
-# then simply never looked up again.
-CACHE_SCHEMA = 1
+# then simply never looked up again. 2: records carry the code identity, no batch_size.
+CACHE_SCHEMA = 2
+
+# Bump with any change that alters the bits of a result (training, units, features,
+# initialisation, data preparation): records computed by other numerics are then never
+# served. tests/test_memo.py::test_numerics_version_pins_the_bits_of_a_reference_run
+# fails until this is bumped and the test's pinned digest updated.
+NUMERICS_VERSION = 1
+
+# The code identity: what computed a memo entry. It is in every memo key (``memo_key``),
+# in every run's config (``RunConfig.code``) and in every entry's diskcache tag
+# (``lazylab cache info`` counts entries per identity, ``lazylab cache prune`` drops the others).
+CODE = f"lazylab {__version__} numerics {NUMERICS_VERSION}"
+
+
+def code_identity() -> str:
+    """The current code identity, ``"lazylab <version> numerics <NUMERICS_VERSION>"`` (read at call time)."""
+    return CODE
 
 
 def canonical_json(payload) -> str:
@@ -19,8 +37,13 @@ def canonical_json(payload) -> str:
 
 
 def memo_key(prefix: str, payload) -> str:
-    """Memo key: ``"<prefix>-"`` + the first 32 hex digits of SHA-256 of ``canonical_json(payload)``."""
-    return f"{prefix}-" + hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:32]
+    """Memo key: ``"<prefix>-"`` + the first 32 hex digits of SHA-256 of the code identity and ``canonical_json(payload)``.
+
+    The code identity (``code_identity()``) is part of every key, so an entry computed by
+    other numerics or another lazylab version is never looked up.
+    """
+    text = code_identity() + "\n" + canonical_json(payload)
+    return f"{prefix}-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -38,6 +61,8 @@ class RunConfig:
         (lecun-normal with fan-in d for every unit).
       data: Fashion-MNIST content fingerprint.
       schema: the cache schema version.
+      code: the code identity that computes the run (``code_identity()``, e.g.
+        ``"lazylab 0.2.0 numerics 1"``); records keep it, so a record says what computed it.
     """
 
     arm: str
@@ -52,6 +77,7 @@ class RunConfig:
     fan_in: str = "unit"
     data: str = ""
     schema: int = CACHE_SCHEMA
+    code: str = field(default_factory=code_identity)
 
     def canonical(self) -> str:
         """Canonical JSON: sorted keys, no spaces, floats by ``repr``."""

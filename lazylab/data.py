@@ -58,7 +58,7 @@ LABELS_MAGIC = 2049  # 0x0801: unsigned bytes, 1 dimension
 IMAGE_SHAPE = (28, 28)
 
 _INSTALL_HINT = "install dataset-fashion-mnist or set LAZYLAB_DATA"
-_MEMO_NAME = "digests.json"
+_COPY_DIGESTS = "sha256.json"  # digests of a parsed copy's arrays, next to them
 
 
 # --------------------------------------------------------------------------- locate
@@ -126,59 +126,22 @@ def file_digests(directory: Path) -> dict[str, str]:
     return {name: _sha256_file(directory / name) for name in FILES.values()}
 
 
-def _memo_digests(directory: Path, cache_dir: Path | None) -> dict[str, str]:
-    """Like ``file_digests`` but reuses digests memoised in ``cache_dir/data/``.
-
-    A memo entry is trusted only while (resolved path, size, mtime_ns) match,
-    so a replaced or edited file is re-hashed.
-    """
-    directory = Path(directory)
-    if cache_dir is None:
-        return file_digests(directory)
-    memo_path = Path(cache_dir) / "data" / _MEMO_NAME
-    try:
-        memo = json.loads(memo_path.read_text())
-        if not isinstance(memo, dict):
-            memo = {}
-    except (OSError, ValueError):
-        memo = {}  # absent or damaged memo: just re-hash
-    out, changed = {}, False
-    for name in FILES.values():
-        path = directory / name
-        try:
-            st = path.stat()
-            key = str(path.resolve())
-        except OSError as e:
-            raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-        entry = memo.get(key)
-        if isinstance(entry, dict) and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
-            out[name] = entry["sha256"]
-        else:
-            out[name] = _sha256_file(path)
-            memo[key] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": out[name]}
-            changed = True
-    if changed:
-        _best_effort(lambda: _atomic_write(memo_path, json.dumps(memo, indent=1).encode()))
-    return out
-
-
 def _fingerprint_of(digests: dict[str, str]) -> str:
     joined = "\n".join(digests[name] for name in FILES.values())
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
-def fingerprint(directory: Path, cache_dir: Path | None = None) -> str:
+def fingerprint(directory: Path) -> str:
     """A 16-hex-char id of the data content in ``directory``.
 
     It is the SHA-256 of the four file digests (``FILES`` order, newline-joined),
     truncated to 16 hex chars: equal content gives an equal fingerprint wherever
-    the files live. With ``cache_dir``, digests are memoised in
-    ``cache_dir/data/digests.json`` keyed by (resolved path, size, mtime_ns),
-    so repeated calls do not re-hash ~31 MB.
+    the files live. The files' bytes are hashed every time (~31 MB, about 0.1 s):
+    a file edited in place with its size and mtime kept still changes it.
 
     Raises ``DataError`` if a file is missing or unreadable.
     """
-    return _fingerprint_of(_memo_digests(Path(directory), cache_dir))
+    return _fingerprint_of(file_digests(Path(directory)))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -329,6 +292,8 @@ def _validate(directory: Path, arrays: dict[str, np.ndarray]) -> None:
             raise DataError(f"{directory / img_file}: images are {list(images.shape[1:])}, expected 28x28")
         if labels.ndim != 1:
             raise DataError(f"{directory / lab_file}: labels have shape {list(labels.shape)}, expected 1-D")
+        if len(images) == 0:
+            raise DataError(f"{directory / img_file}: the header says 0 images")
         if len(images) != len(labels):
             raise DataError(
                 f"{directory}: {img_file} has {len(images)} images but {lab_file} has {len(labels)} labels"
@@ -337,19 +302,52 @@ def _validate(directory: Path, arrays: dict[str, np.ndarray]) -> None:
             raise DataError(f"{directory / lab_file}: label {int(labels.max())} out of range 0..9")
 
 
-def _load_parsed_copy(where: Path) -> dict[str, np.ndarray] | None:
+def _array_digest(a: np.ndarray) -> str:
+    """SHA-256 of an array's dtype, shape and C-order bytes."""
+    h = hashlib.sha256(f"{a.dtype.str}{list(a.shape)}".encode())
+    h.update(np.ascontiguousarray(a).data)
+    return h.hexdigest()
+
+
+def _load_parsed_copy(where: Path, problems: list | None) -> dict[str, np.ndarray] | None:
+    """The parsed arrays in ``where``, each checked against the digest stored with it; None if absent or damaged.
+
+    A damaged copy (unreadable, or an array whose digest differs) is reported as one
+    line in ``problems`` and reads as absent, so the ``.gz`` files are parsed again.
+    """
     try:
-        return {key: np.load(where / f"{key}.npy", allow_pickle=False) for key in FILES}
-    except (OSError, ValueError, EOFError):
-        return None  # absent or damaged copy: fall back to the .gz files
+        digests = json.loads((where / _COPY_DIGESTS).read_text())
+    except FileNotFoundError:
+        return None  # no copy yet (or one from before digests were kept)
+    except (OSError, ValueError) as e:
+        return _damaged(where, problems, f"unreadable digests ({_one_line(e)})")
+    try:
+        arrays = {key: np.load(where / f"{key}.npy", allow_pickle=False) for key in FILES}
+    except (OSError, ValueError, EOFError) as e:
+        return _damaged(where, problems, _one_line(e))
+    bad = [key for key, a in arrays.items() if not isinstance(digests, dict) or digests.get(key) != _array_digest(a)]
+    if bad:
+        return _damaged(where, problems, f"{', '.join(k + '.npy' for k in bad)} do not match their SHA-256")
+    return arrays
+
+
+def _damaged(where: Path, problems: list | None, why: str) -> None:
+    if problems is not None:
+        problems.append(f"parsed data copy {where} is damaged ({why}); parsing the .gz files again")
+    return None
 
 
 def _save_parsed_copy(where: Path, arrays: dict[str, np.ndarray]) -> None:
+    # The digests go last: a copy cut short has none that match, and is parsed again.
+    (where / _COPY_DIGESTS).unlink(missing_ok=True)
     for key, a in arrays.items():
         _atomic_write(where / f"{key}.npy", a, npy=True)
+    digests = {key: _array_digest(a) for key, a in arrays.items()}
+    _atomic_write(where / _COPY_DIGESTS, json.dumps(digests, indent=1).encode())
 
 
-def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = None) -> FashionMNIST:
+def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = None,
+         problems: list | None = None) -> FashionMNIST:
     """Load Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, arXiv:1708.07747).
 
     Finds the files with ``locate(data_dir)``, parses the four IDX files
@@ -357,8 +355,11 @@ def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = 
     that images are 28x28 and labels lie in 0..9.
 
     With ``cache_dir``, the parsed uint8 arrays are kept as ``.npy`` files in
-    ``cache_dir/data/<fingerprint>/`` (written atomically) and a later load of
-    the same content reads those instead of decompressing the gzip files.
+    ``cache_dir/data/<fingerprint>/`` (written atomically, with their SHA-256 in
+    ``sha256.json``) and a later load of the same content reads those instead of
+    decompressing the gzip files, after checking each against its digest. A
+    damaged copy adds one line to ``problems`` (a list, if given) and the gzip
+    files are parsed again.
 
     Returns ``FashionMNIST`` with x float32 (n, 784) = pixels / 255 in [0, 1]
     and y int32 (n,); n = 60000 train / 10000 test for the official files.
@@ -367,15 +368,24 @@ def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = 
     truncated or malformed file or inconsistent counts.
     """
     directory = locate(data_dir)
-    fp = fingerprint(directory, cache_dir)
-    copy_dir = Path(cache_dir) / "data" / fp if cache_dir is not None else None
+    return _load(directory, fingerprint(directory), cache_dir, problems)
 
-    arrays = _load_parsed_copy(copy_dir) if copy_dir is not None else None
+
+def _load(directory: Path, fp: str, cache_dir: Path | None, problems: list | None) -> FashionMNIST:
+    """``load`` of the files in ``directory``, whose content has the fingerprint ``fp``."""
+    copy_dir = Path(cache_dir) / "data" / fp if cache_dir is not None else None
+    if copy_dir is not None and not _inside(cache_dir, copy_dir):
+        # A planted symlink would have the copy read from, and written to, somewhere else.
+        if problems is not None:
+            problems.append(f"parsed data copy {copy_dir} resolves outside the memo; not used")
+        copy_dir = None
+
+    arrays = _load_parsed_copy(copy_dir, problems) if copy_dir is not None else None
     if arrays is not None:
         try:
             _validate(directory, arrays)
-        except DataError:
-            arrays = None  # a damaged copy is not the user's data problem: re-parse
+        except DataError as e:
+            arrays = _damaged(copy_dir, problems, str(e))  # a damaged copy is not the user's data problem: re-parse
     if arrays is None:
         arrays = {
             key: read_idx(directory / name, IMAGES_MAGIC if key.endswith("images") else LABELS_MAGIC)
@@ -411,8 +421,8 @@ def info(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = 
     Raises ``DataError`` as ``load`` does (the files are fully parsed).
     """
     directory = locate(data_dir)
-    digests = _memo_digests(directory, cache_dir)
-    ds = load(directory, cache_dir=cache_dir)
+    digests = file_digests(directory)  # the bytes themselves, every time: never a remembered digest
+    ds = _load(directory, _fingerprint_of(digests), cache_dir, None)
     return {
         "directory": str(directory),
         "files": {
@@ -532,6 +542,12 @@ def _atomic_write(target: Path, payload: bytes | np.ndarray, npy: bool = False) 
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path``'s ``realpath`` (symlinks followed) lies below ``root``'s."""
+    top = os.path.realpath(root)
+    return os.path.realpath(path).startswith(top + os.sep)
 
 
 def _best_effort(write) -> None:

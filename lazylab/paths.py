@@ -45,3 +45,33 @@ def writable_file(path: str | Path, option: str) -> Path:
         raise LazylabError(f"{option}: {path} is a directory, not a file")
     writable_dir(path.parent, option)
     return path
+
+
+def write_atomically(path: str | Path, write, option: str | None = None) -> Path:
+    """Write ``path`` whole or not at all: ``write(tmp)`` fills a temporary file beside it, then it is renamed.
+
+    ``write`` takes the temporary path (a name ending in ``.tmp`` plus ``path``'s suffix,
+    so that writers choosing a format by suffix pick the right one). On any failure the
+    temporary file is removed, and the old ``path``, if any, is left as it was.
+    Raises: LazylabError (one line, naming ``option`` if given, and the reason) when
+    the file cannot be written: a full disk, a read-only folder, a name too long.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        where = f"{option}: " if option else ""
+        raise LazylabError(f"{where}cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass  # already renamed, or never created
+    return path
+
+
+def write_text_atomically(path: str | Path, text: str, option: str | None = None) -> Path:
+    """``write_atomically`` of UTF-8 ``text``."""
+    return write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), option)

@@ -19,7 +19,9 @@ executable built for one CPU may not run on another (a cluster's shared home).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import os
 import platform
 import re
@@ -33,6 +35,10 @@ OFF = ("0", "off", "false", "no")
 READ_ERROR = "Error reading persistent compilation cache entry"
 WRITE_ERROR = "Error writing persistent compilation cache entry"
 LOCK_FILE = ".lockfile"
+# SHA-256 of each entry's bytes, recorded when the process that wrote it ends: jax checks
+# nothing when it loads an entry, and one holding another program's executable (a swapped
+# or hand-copied file) fails every later run with an error inside jax.
+DIGESTS = "lazylab-sha256.json"
 
 
 def cpu_tag() -> str:
@@ -105,6 +111,11 @@ def enable() -> Path | None:
                     "jax_persistent_cache_enable_xla_caches": "none"}
         remove_entries(folder)  # a write cut short in an earlier process would stop this one's writes
         _note_cache_errors(folder)
+        bad = verify_entries(folder)
+        if bad:
+            print(f"note: {bad} compiled programs in {folder} did not match the SHA-256 recorded when they were "
+                  "stored; removed, compiled again and stored", file=sys.stderr)
+        _record_at_exit(folder)
     if "jax" in sys.modules:
         import jax
 
@@ -140,6 +151,85 @@ def remove_entries(folder: Path, program: str | None = None) -> int:
     except (filelock.Timeout, OSError):
         pass
     return removed
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_digests(folder: Path) -> dict[str, str]:
+    try:
+        recorded = json.loads((folder / DIGESTS).read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or damaged: entries are recorded again as they are written
+    return {k: v for k, v in recorded.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(recorded, dict) else {}
+
+
+def _write_digests(folder: Path, recorded: dict[str, str]) -> None:
+    tmp = folder / f".{DIGESTS}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(recorded, sort_keys=True))
+        os.replace(tmp, folder / DIGESTS)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def verify_entries(folder: Path) -> int:
+    """Remove every entry whose bytes differ from the SHA-256 recorded for it (``record_entries``); returns how many.
+
+    Entries not yet recorded are left as they are. Holds jax's lock on the folder.
+    Returns 0 if the lock is not had in 10 s or the folder cannot be read.
+    """
+    import filelock
+
+    removed = 0
+    try:
+        with filelock.FileLock(folder / LOCK_FILE, timeout=10):
+            recorded = _read_digests(folder)
+            kept = {}
+            for name, digest in recorded.items():
+                entry = folder / name
+                if not entry.is_file() or entry.parent != folder:
+                    continue  # evicted by jax's LRU, or not an entry name at all
+                if _sha256(entry) != digest:
+                    entry.unlink(missing_ok=True)
+                    (folder / (name[: -len("-cache")] + "-atime")).unlink(missing_ok=True)
+                    removed += 1
+                else:
+                    kept[name] = digest
+            if kept != recorded:
+                _write_digests(folder, kept)
+    except (filelock.Timeout, OSError):
+        pass
+    return removed
+
+
+def record_entries(folder: Path) -> None:
+    """Record the SHA-256 of every entry in ``folder`` that has none yet (at the end of the process that wrote them)."""
+    import filelock
+
+    try:
+        with filelock.FileLock(folder / LOCK_FILE, timeout=10):
+            recorded = _read_digests(folder)
+            new = {e.name: _sha256(e) for e in folder.glob("*-cache") if e.name not in recorded}
+            if new:
+                _write_digests(folder, {**recorded, **new})
+    except (filelock.Timeout, OSError):
+        pass  # only a safeguard: unrecorded entries are recorded by a later process
+
+
+_recording: set[Path] = set()
+
+
+def _record_at_exit(folder: Path) -> None:
+    if folder not in _recording:
+        _recording.add(folder)
+        atexit.register(record_entries, folder)
 
 
 def _note_cache_errors(folder: Path) -> None:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lazylab import data
-from lazylab.cli import IntList, cli, main
+from lazylab.cli import MAX_SEED, IntList, cli, main
 
 pytestmark = pytest.mark.skipif(
     not all((data.DEBIAN_DIR / n).is_file() for n in data.FILES.values()),
@@ -66,9 +66,10 @@ def invoke(capsys, argv: list[str]):
     return exc.value.code, captured.out, captured.err
 
 
-def assert_clean(code, out, err, argv) -> None:
-    """Success, or status 2 with exactly one ``error:`` line; never a traceback."""
-    event(f"exit {code}")  # the mix of outcomes shows under --hypothesis-show-statistics
+def assert_clean(code, out, err, argv, drawn: bool = True) -> None:
+    """Success, or status 2 with exactly one ``error:`` line; never a traceback (``drawn``: inside a hypothesis test)."""
+    if drawn:
+        event(f"exit {code}")  # the mix of outcomes shows under --hypothesis-show-statistics
     assert "Traceback" not in err + out, (argv, err)
     assert code in (0, 2), (argv, code, err)
     if code == 2:
@@ -136,11 +137,26 @@ def invalid_tokens(param: click.Parameter) -> list[str]:
             bounds.append(str(t.min if t.min_open else t.min - step))
         if not t.clamp and t.max is not None:
             bounds.append(str(t.max if t.max_open else t.max + step))
-        return bounds + ["not-a-number"]
+        return bounds + ["not-a-number"] + special_tokens(param)
     if isinstance(t, (click.types.IntParamType, click.types.FloatParamType, IntList)):
-        return ["not-a-number", ""]
+        return ["not-a-number", ""] + special_tokens(param)
     if isinstance(t, click.Choice):
         return ["not-a-choice"]
+    return special_tokens(param)
+
+
+LONG_NAME = "x" * 300  # one path component over the 255 bytes file systems allow
+
+
+def special_tokens(param: click.Parameter) -> list[str]:
+    """The values issue 24 found getting through: huge seeds, non-finite floats, empty and over-long paths."""
+    t = param.type
+    if "seed" in param.name and isinstance(t, (click.IntRange, IntList)):
+        return [str(MAX_SEED + 1), "99999999999999999999999"]
+    if isinstance(t, click.types.FloatParamType):  # FloatRange included
+        return ["nan", "inf", "-inf"]
+    if isinstance(t, click.Path):
+        return ["", f"/tmp/{LONG_NAME}/x", LONG_NAME]
     return []
 
 
@@ -171,6 +187,33 @@ def test_any_command_with_an_invalid_value_is_one_line(capsys, place, drawn):
     assert code == 2, (argv, out)
 
 
+def test_every_seed_has_the_ladders_range():
+    """One range for every seed: 0 to 2**32 - 1 (jax keys hold 32 bits), or within it (gram's reference seeds)."""
+    seeds = [(path, p) for path, cmd in LEAVES for p in cmd.params if "seed" in p.name and p.name != "sweep_seeds"]
+    assert len(seeds) >= 6
+    for path, p in seeds:
+        assert p.type.min == 0 if isinstance(p.type, click.IntRange) else p.type.minimum == 0, (path, p.name)
+        top = p.type.max if isinstance(p.type, click.IntRange) else p.type.maximum
+        assert top is not None and top <= MAX_SEED, (path, p.name)
+
+
+@pytest.mark.parametrize("path, cmd", LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+def test_huge_seeds_non_finite_floats_and_long_paths_are_one_line_everywhere(capsys, place, monkeypatch, path, cmd):
+    """Every option of every command, alone, with each value of ``special_tokens``: exit 2 naming that option."""
+    monkeypatch.setenv("LAZYLAB_DATA", str(place["bad"]))  # should a value get through, fail fast on the data
+    tried = 0
+    for p in cmd.params:
+        if not isinstance(p, click.Option) or p.is_flag or p.hidden:
+            continue
+        for token in special_tokens(p):
+            argv = [*path, p.opts[0], token]
+            code, out, err = invoke(capsys, argv)
+            assert_clean(code, out, err, argv, drawn=False)
+            assert code == 2 and f"'{p.opts[0]}'" in err, (argv, err)
+            tried += 1
+    assert tried or not [p for p in cmd.params if isinstance(p, click.Option) and special_tokens(p)]
+
+
 # --------------------------------------------------------------------------- ladder
 
 
@@ -188,6 +231,7 @@ def ladder_options(place):
         "--json": [None, str(root / "ladder.json")],
         "--no-figures": [True, True, False],
         "--climb-widths": [None, "8,16"],
+        "--climb-gain": [None, "0.5"],
         "--data-dir": [None],
     }
     invalid = {
@@ -199,9 +243,10 @@ def ladder_options(place):
         "--lr": ["0", "-1", "nan", "inf", "-inf", "abc", ""],
         "--fan-in": ["bogus", "D", ""],
         "--preset": ["nope", ""],
-        "--json": [str(root / "no-such-dir" / "x.json"), str(root)],
+        "--json": [str(root / "no-such-dir" / "x.json"), str(root), "", str(root / LONG_NAME / "x.json")],
         "--climb-widths": ["0", "x", ""],
-        "--data-dir": [str(place["bad"]), str(root / "nowhere"), str(place["file"])],
+        "--climb-gain": ["nan", "inf", "-1"],
+        "--data-dir": [str(place["bad"]), str(root / "nowhere"), str(place["file"]), "", str(root / LONG_NAME)],
     }
     return options(valid, invalid, always={"--cache-dir": [str(place["memo"])]})
 
@@ -324,7 +369,7 @@ def test_cache_commands_never_show_a_traceback(capsys, place, drawn):
     if not garbage.exists():
         garbage.mkdir(mode=0o700)
         (garbage / "cache.db").write_bytes(b"\x00garbage" * 512)
-    command = drawn.draw(st.sampled_from([["cache", "info"], ["cache", "clear", "--yes"]]))
+    command = drawn.draw(st.sampled_from([["cache", "info"], ["cache", "clear", "--yes"], ["cache", "prune"]]))
     cache_dir = drawn.draw(st.sampled_from([None, str(root / "scratch-memo"), str(place["file"]), str(garbage),
                                             str(place["file"] / "sub")]))
     argv = [*command, *args_from({"--cache-dir": cache_dir})]

@@ -181,7 +181,7 @@ def test_fingerprint_is_stable_and_content_based(cached, tmp_path):
     ds, cache = cached
     fp = data.fingerprint(REAL)
     assert len(fp) == 16 and int(fp, 16) >= 0
-    assert ds.fingerprint == fp == data.fingerprint(REAL, cache) == data.fingerprint(REAL)
+    assert ds.fingerprint == fp == data.fingerprint(REAL)
     assert data.fingerprint(make_dir(tmp_path / "links")) == fp  # same bytes elsewhere
 
 
@@ -211,52 +211,79 @@ def test_info_flags_unofficial_file(tmp_path):
     assert inf["fingerprint"] != data.fingerprint(REAL)
 
 
-def test_parsed_copy_is_written_and_used(cached, tmp_path):
+def test_parsed_copy_is_written_checked_and_used(cached, tmp_path):
     ds, cache = cached
     copy_dir = cache / "data" / ds.fingerprint
-    assert sorted(p.name for p in copy_dir.iterdir()) == sorted(f"{k}.npy" for k in data.FILES)
+    assert sorted(p.name for p in copy_dir.iterdir()) == sorted([f"{k}.npy" for k in data.FILES] + ["sha256.json"])
     assert np.load(copy_dir / "train_images.npy").shape == (60000, 28, 28)
 
-    again = data.load(REAL, cache_dir=cache)
+    problems = []
+    again = data.load(REAL, cache_dir=cache, problems=problems)
     for field in ("x_train", "y_train", "x_test", "y_test"):
         assert np.array_equal(getattr(again, field), getattr(ds, field))
-    assert again.fingerprint == ds.fingerprint
+    assert again.fingerprint == ds.fingerprint and problems == []
 
-    # Prove the copy (not the .gz) is read: plant different-but-valid labels in a private cache.
+    # Prove the copy (not the .gz) is read: a copy whose digests are rewritten to match is believed.
     mine = tmp_path / "cache"
     shutil.copytree(cache, mine)
     planted = np.roll(ds.y_test, 1).astype(np.uint8)
     np.save(mine / "data" / ds.fingerprint / "test_labels.npy", planted)
+    digests = json.loads((mine / "data" / ds.fingerprint / "sha256.json").read_text())
+    forged = {**digests, "test_labels": data._array_digest(planted)}
+    (mine / "data" / ds.fingerprint / "sha256.json").write_text(json.dumps(forged))
     assert np.array_equal(data.load(REAL, cache_dir=mine).y_test, planted)
 
-    # A damaged copy is ignored: load re-parses the .gz and rewrites the copy.
-    target = mine / "data" / ds.fingerprint / "test_labels.npy"
+    # Shifted labels or one flipped pixel byte without a matching digest: one line, re-parsed, rewritten.
+    (mine / "data" / ds.fingerprint / "sha256.json").write_text(json.dumps(digests))
+    target = mine / "data" / ds.fingerprint / "train_images.npy"
+    raw = bytearray(target.read_bytes())
+    raw[-1] ^= 0x01
+    target.write_bytes(bytes(raw))
+    problems = []
+    loaded = data.load(REAL, cache_dir=mine, problems=problems)
+    assert np.array_equal(loaded.y_test, ds.y_test) and np.array_equal(loaded.x_train, ds.x_train)
+    assert len(problems) == 1, problems
+    assert "(train_images.npy, test_labels.npy do not match their SHA-256)" in problems[0]
+    assert np.array_equal(np.load(target), np.load(copy_dir / "train_images.npy"))  # rewritten whole
+
+    # A truncated copy: the same.
     target.write_bytes(target.read_bytes()[:50])
-    assert np.array_equal(data.load(REAL, cache_dir=mine).y_test, ds.y_test)
-    assert np.array_equal(np.load(target), ds.y_test)
+    problems = []
+    assert np.array_equal(data.load(REAL, cache_dir=mine, problems=problems).x_train, ds.x_train)
+    assert len(problems) == 1 and "damaged" in problems[0], problems
     assert not [p for p in (mine / "data").rglob("*") if p.name.startswith(".")]  # no temp files left
 
 
-def test_fingerprint_memo_tracks_file_changes(tmp_path):
+def test_fingerprint_and_info_follow_content_not_size_and_mtime(tmp_path):
     d = tmp_path / "d"
     d.mkdir()
     for name in NAMES:
         shutil.copy(REAL / name, d / name)
     cache = tmp_path / "cache"
-    fp = data.fingerprint(d, cache)
-    memo_path = cache / "data" / "digests.json"
-    memo = json.loads(memo_path.read_text())
-    assert {v["sha256"] for v in memo.values()} == set(data.SHA256.values())
+    fp = data.fingerprint(d)
+    assert data.info(d, cache_dir=cache)["files"][TEST_LABELS]["verified"] is True
 
-    # The memo really is consulted: a doctored entry shows through.
-    key = str((d / TEST_LABELS).resolve())
-    memo[key]["sha256"] = "0" * 64
-    memo_path.write_text(json.dumps(memo))
-    assert data.fingerprint(d, cache) != fp
+    # One byte of the gzip flipped in place, size and mtime restored: seen at once.
+    path = d / TEST_LABELS
+    st = path.stat()
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert data.fingerprint(d) != fp
+    assert data.file_digests(d)[TEST_LABELS] != data.SHA256[TEST_LABELS]
+    with pytest.raises(DataError) as err:  # info parses the files too: the flipped byte breaks the gzip
+        data.info(d, cache_dir=cache)
+    assert_one_line_naming(err, TEST_LABELS)
 
-    # ... but an edited file (new size / mtime) is re-hashed.
-    (d / TEST_LABELS).write_bytes(idx_bytes(real_test_labels()))
-    assert data.fingerprint(d, cache) == data.fingerprint(d) != fp
+
+def test_zero_images_in_the_header_is_one_line(tmp_path):
+    empty = np.zeros((0, 28, 28), np.uint8)
+    d = make_dir(tmp_path / "d", replace={TEST_IMAGES: idx_bytes(empty), TEST_LABELS: idx_bytes(np.zeros(0, np.uint8))})
+    with pytest.raises(DataError) as err:
+        data.load(d)
+    assert_one_line_naming(err, TEST_IMAGES, "0 images")
 
 
 # --------------------------------------------------------------------------- bad files
@@ -428,3 +455,18 @@ def test_pooled14(cached):
     assert small.x_train.shape == (50, 196) and np.array_equal(small.x_train, p.x_train[:50])
     with pytest.raises(DataError):
         p.pooled14()
+
+
+def test_a_parsed_copy_outside_the_memo_is_neither_read_nor_written(cached, tmp_path):
+    ds, cache = cached
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(cache / "data", elsewhere)  # a whole, matching copy: only where it lies is wrong
+    memo = tmp_path / "memo"
+    memo.mkdir()
+    (memo / "data").symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    problems = []
+    loaded = data.load(REAL, cache_dir=memo, problems=problems)
+    assert np.array_equal(loaded.y_train, ds.y_train)
+    assert problems == [f"parsed data copy {memo / 'data' / ds.fingerprint} resolves outside the memo; not used"]
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before

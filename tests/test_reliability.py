@@ -258,17 +258,24 @@ def test_truncated_array_file_is_detected(tmp_path):
     np.testing.assert_array_equal(memo.get_arrays("big")["phi"], big)
 
 
-def test_planted_row_naming_a_file_outside_the_memo_is_neither_read_nor_deleted(tmp_path):
-    victim = tmp_path / "precious.txt"
+@pytest.mark.parametrize("route", ["absolute", "dotdot", "symlinked folder"])
+def test_planted_row_naming_a_file_outside_the_memo_is_neither_read_nor_deleted(tmp_path, route):
+    victim = tmp_path / "outside" / "precious.txt"
+    victim.parent.mkdir()
     victim.write_text("keep me")
     memo = Memo(tmp_path / "m")
     memo.put_record("r", {"x": 1})
+    (tmp_path / "m" / "ab").symlink_to(victim.parent, target_is_directory=True)  # a folder inside, pointing out
+    name = {"absolute": str(victim), "dotdot": "../outside/precious.txt", "symlinked folder": "ab/precious.txt"}[route]
     con = sqlite3.connect(tmp_path / "m" / "cache.db")
     with con:  # mode 2 = diskcache's MODE_BINARY: "the value is in this file"
-        con.execute("UPDATE Cache SET mode = 2, value = NULL, filename = ? WHERE key = 'r'", (str(victim),))
+        con.execute("UPDATE Cache SET mode = 2, value = NULL, filename = ? WHERE key = 'r'", (name,))
     con.close()
     assert memo.get_record("r") is None
     assert "outside the memo" in memo.problems[0]
+    assert victim.read_text() == "keep me"
+    memo.put_record("r", {"x": 2})  # replacing the row deletes its old file: not this one
+    memo.clear()
     assert victim.read_text() == "keep me"
 
 
@@ -308,10 +315,46 @@ def test_older_cache_schema_is_never_misread(reference, tmp_path, capsys):
     assert "runs: 4 computed, 0 from the memo" in out
     reported = [line for line in lines(err) if line.startswith("memo entry")]
     assert reported == [f"memo entry {cells[0].key()} was written for another configuration "
-                        f"(cache schema {CACHE_SCHEMA - 1}, expected {CACHE_SCHEMA}); recomputing"]
+                        f"(cache schema {CACHE_SCHEMA - 1}, code {cells[0].code}; expected {CACHE_SCHEMA}, "
+                        f"{cells[0].code}); recomputing"]
     runs = runs_of(out_json)
     assert all(reference[k] == v for k, v in runs.items()) and len(runs) == 4
     assert "12.5" not in out
+
+
+def test_records_of_older_code_are_never_reused_and_the_ladder_says_so(reference, tmp_path, capsys, monkeypatch):
+    """A memo written by an earlier lazylab (its code identity forged here) is recomputed, with one line saying why."""
+    from lazylab import config
+
+    memo_dir, out_json = tmp_path / "memo", tmp_path / "r.json"
+    argv = [*LADDER, "--widths", "8", "--seeds", "0,1", "--cache-dir", memo_dir]
+    current = config.CODE
+    monkeypatch.setattr(config, "CODE", "lazylab 0.1.0 numerics 0")
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 2 computed, 0 from the memo" in out, err
+    monkeypatch.undo()
+
+    code, out, err = run(capsys, *argv, "--json", out_json)
+    assert code == 0, err
+    assert "runs: 2 computed, 0 from the memo" in out
+    # 3 entries: the 2 runs and the ladder's redundancy analysis, all of them recomputed.
+    assert lines(err) == ["note: the memo holds 3 entries computed by other code (3 by lazylab 0.1.0 numerics 0); "
+                          f"they are never reused, so those results are recomputed by {current} "
+                          "(`lazylab cache prune` removes them)"]
+    runs = runs_of(out_json)
+    assert len(runs) == 2 and all(reference[k] == v for k, v in runs.items())
+    assert {json.loads(v)["config"]["code"] for v in runs.values()} == {current}
+
+    code, out, err = run(capsys, *argv)  # nothing left to compute: nothing to say
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
+    code, out, _ = run(capsys, "cache", "info", "--cache-dir", memo_dir)
+    assert code == 0
+    assert f"  3 by {current} (current)" in out
+    assert "  3 by lazylab 0.1.0 numerics 0 (never reused; 'lazylab cache prune' removes them)" in out
+    code, out, _ = run(capsys, "cache", "prune", "--cache-dir", memo_dir)
+    assert code == 0 and f"removed 3 entries computed by other code than {current}" in out
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
 
 
 # --------------------------------------------------------------------------- 3. concurrency
@@ -463,6 +506,8 @@ DEFECTS = {
     "count-mismatch": ("t10k-labels-idx1-ubyte.gz", lambda: _idx(_labels()[:9999], data.LABELS_MAGIC),
                        ("10000 images", "9999 labels")),
     "missing-file": ("t10k-labels-idx1-ubyte.gz", None, ("lacks",)),
+    "zero-images": ("train-images-idx3-ubyte.gz", lambda: _idx(np.zeros((0, 28, 28), np.uint8), data.IMAGES_MAGIC),
+                    ("the header says 0 images",)),
 }
 
 
@@ -495,7 +540,94 @@ def test_bad_data_is_one_line_naming_file_and_problem(defect, command, bad_data,
     assert out.strip() == ""
 
 
+@pytest.mark.parametrize("damage", ["flipped byte", "shifted labels"])
+def test_damaged_parsed_data_copy_is_one_line_and_reparsed(damage, reference, tmp_path, capsys):
+    """The memo's parsed .npy copy of the data is checked against its SHA-256 before any run uses it."""
+    memo_dir = tmp_path / "memo"
+    code, _, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir)
+    assert code == 0, err
+    (copy,) = (memo_dir / "data").iterdir()
+    if damage == "flipped byte":
+        target = copy / "train_images.npy"
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        target.write_bytes(bytes(raw))
+    else:
+        target = copy / "train_labels.npy"
+        np.save(target, np.roll(np.load(target), 1))
+    out_json = tmp_path / "r.json"
+    code, out, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "1,2", "--cache-dir", memo_dir, "--json", out_json)
+    assert code == 0, err
+    assert lines(err) == [f"parsed data copy {copy} is damaged ({target.stem}.npy do not match their SHA-256); "
+                          "parsing the .gz files again"]
+    runs = runs_of(out_json)
+    assert "runs: 2 computed, 0 from the memo" in out and len(runs) == 2
+    assert all(reference[k] == v for k, v in runs.items())  # the real data's numbers, not the damaged copy's
+    code, _, err = run(capsys, *LADDER, "--widths", "16", "--seeds", "0", "--cache-dir", memo_dir)
+    assert code == 0 and err == ""  # the copy was rewritten whole
+
+
+def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp_path, capsys):
+    """jax loads a cache entry unchecked; one holding another program's executable is caught by its SHA-256."""
+    import jax
+
+    from lazylab import xla_cache
+
+    folder = xla_cache.cache_dir()  # this session's cache (conftest): it holds the tiny ladder's programs
+    xla_cache.record_entries(folder)  # what the end of the process that wrote them does
+    entries = sorted(folder.glob("jit__epoch-*-cache"))  # the training epochs, of every shape compiled so far
+    assert len(entries) >= 2
+    blobs = [e.read_bytes() for e in entries]
+    for entry, blob in zip(entries, blobs[1:] + blobs[:1]):  # each now holds another shape's program
+        entry.write_bytes(blob)
+    jax.clear_caches()  # so that this process loads its programs from the folder again, as a new one would
+    code, out, err = run(capsys, *LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", tmp_path / "memo",
+                         "--json", tmp_path / "r.json")
+    assert code == 0, err
+    assert lines(err) == [f"note: {len(entries)} compiled programs in {folder} did not match the SHA-256 recorded "
+                          "when they were stored; removed, compiled again and stored"]
+    runs = runs_of(tmp_path / "r.json")
+    assert len(runs) == 1 and all(reference[k] == v for k, v in runs.items())
+
+
+def test_an_unwritable_home_adds_nothing_to_stderr(tmp_path):
+    """matplotlib logs two warnings when it cannot make its folder under HOME, then works from a temporary one."""
+    env = {**os.environ, "HOME": "/proc", "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "MPLCONFIGDIR": "",
+           "LAZYLAB_CACHE": str(tmp_path / "memo"), "LAZYLAB_XLA_CACHE": "0"}
+    proc = subprocess.run([*CLI, "ntk", "scalar", "--out", tmp_path / "ntk"], env=env, capture_output=True, text=True,
+                          timeout=WAIT_S)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert (tmp_path / "ntk" / "scalar.png").stat().st_size > 1000
+
+
 # --------------------------------------------------------------------------- 7. disk
+
+
+@pytest.mark.parametrize("option", ["--json", "--csv", "--figures"])
+def test_full_disk_on_an_output_file_is_one_line_and_leaves_no_temporary(option, tmpfs, reference, tmp_path, capsys):
+    """A real ENOSPC on the results written after the runs: exit 2, one line, the runs kept, no .tmp left."""
+    memo_dir = tmp_path / "memo"
+    argv = [*LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir]
+    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--figures": tmpfs / "figures"}
+    if option == "--figures":
+        argv.remove("--no-figures")
+        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --figures)
+    else:
+        argv += ["--figures", tmp_path / "figures"]
+    argv += [option, outputs[option]]
+    (tmpfs / "figures").mkdir()
+    with open(tmpfs / "filler", "wb") as f:  # fill the tmpfs: empty files still fit, their bytes do not
+        with pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, option, "No space left on device")
+    assert not [p.name for p in tmpfs.rglob("*") if p.name.startswith(".")]  # no temporary left
+    assert len(run_keys(memo_dir)) == 1  # the run itself was kept
+    (tmpfs / "filler").unlink()
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "runs: 0 computed, 1 from the memo" in out, err
 
 
 def test_full_disk_on_write_is_one_line_error_and_keeps_every_finished_run(reference, tmp_path, capsys):

@@ -48,7 +48,7 @@ class Workspace:
                  cache_limit: int | None = None):
         self.memo = Memo(cache_dir, feature_limit=cache_limit)
         self.data_dir = fmnist.locate(data_dir)
-        self.fingerprint = fmnist.fingerprint(self.data_dir, cache_dir=self.memo.directory)
+        self.fingerprint = fmnist.fingerprint(self.data_dir)
         self._data: fmnist.FashionMNIST | None = None
         self._features: tuple[str, tuple] | None = None  # (feature key, features) of one bank, reused across rates
         # Memo-only mode (``lazylab ladder --report``): nothing is trained; a cell
@@ -59,11 +59,12 @@ class Workspace:
         # Arms whose unit produced non-finite numbers (arm name -> one-line UnitFailure message):
         # their remaining runs are skipped, never stored, and the command exits 2 after the others.
         self.failures: dict[str, str] = {}
+        self._stale_noted = False  # the memo's entries by other code are mentioned once
 
     @property
     def data(self) -> fmnist.FashionMNIST:
         if self._data is None:
-            self._data = fmnist.load(self.data_dir, cache_dir=self.memo.directory)
+            self._data = fmnist.load(self.data_dir, cache_dir=self.memo.directory, problems=self.memo.problems)
         return self._data
 
     def config(self, arm: Arm, width: int, seed: int, lr: float, **protocol) -> RunConfig:
@@ -102,6 +103,12 @@ class Workspace:
             else:
                 todo.setdefault(arm.name, (arm, []))[1].append(cfg)
         groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
+        if groups and not self._stale_noted:
+            # Say once why runs a user thinks are stored are computed again.
+            self._stale_noted = True
+            note = self.memo.stale_note()
+            if note:
+                self.memo.problems.append(note)
         for group, records in self.backend.compute(self, groups, reporter):
             for cfg, record in zip(group, records):
                 if record.get("failed"):  # a unit failure is not a result: never stored
@@ -121,8 +128,10 @@ class Workspace:
             # hand-copied memo): never misread it, recompute and overwrite it.
             stored = record.get("config") if isinstance(record, dict) else None
             schema = stored.get("schema") if isinstance(stored, dict) else None
+            code = stored.get("code") if isinstance(stored, dict) else None
             self.memo.problems.append(f"memo entry {cfg.key()} was written for another configuration "
-                                      f"(cache schema {schema}, expected {cfg.schema}); recomputing")
+                                      f"(cache schema {schema}, code {code}; expected {cfg.schema}, {cfg.code}); "
+                                      "recomputing")
             record = None
         return record
 
@@ -238,7 +247,8 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
       cfgs: runs differing only in seed and rate.
       on_epoch: called as ``on_epoch(cfg, epoch, test_acc)`` after each epoch of each run.
     Returns: one JSON-serialisable record per run, in order; ``seconds`` is the
-      group's wall time divided among its ``batch_size`` runs.
+      group's wall time divided among its runs (the one field that depends on the
+      group: every other field is the run's alone, docs/reliability.md).
     """
     from flax import nnx
 
@@ -294,7 +304,6 @@ def train_runs(ws: Workspace, arm: Arm, cfgs: list[RunConfig], on_epoch=None) ->
             "scalars": {"start": s0, "end": None if res.diverged else bank_scalars(model.feat)},
             "movement": None if res.diverged else movement(w0, np.asarray(model.feat.W[...])),
             "seconds": seconds,
-            "batch_size": len(cfgs),
         })
     return records
 

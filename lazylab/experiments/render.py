@@ -28,14 +28,13 @@ their configuration (``ntklab-``, ``ntksweep-``, ``ntkscalar-``, ``ntkaudit-``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from lazylab.config import CACHE_SCHEMA, canonical_json
+from lazylab.config import CACHE_SCHEMA, memo_key
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 from lazylab.ntk.lab import LabConfig
@@ -158,8 +157,8 @@ DEFAULT_SETTINGS = RenderSettings()
 
 
 def digest(payload) -> str:
-    """32 hex digits of SHA-256 of ``payload``'s canonical JSON (sorted keys, no spaces)."""
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:32]
+    """32 hex digits of SHA-256 of the code identity and ``payload``'s canonical JSON (as ``memo_key``)."""
+    return memo_key("x", payload)[2:]
 
 
 def _arm(name: str):

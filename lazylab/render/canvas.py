@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lazylab.paths import write_atomically
+
 MAX_GIF_BYTES = 5 * 1024 * 1024  # every GIF lazylab writes stays under 5 MB
 
 
@@ -34,7 +36,9 @@ def grab(fig) -> np.ndarray:
 def write_gif(frames: list[np.ndarray], path: Path, durations_ms: list[int]) -> int:
     """Write RGB frames ``(h, w, 3)`` uint8 as a GIF that loops forever; returns its size in bytes.
 
-    Raises: ValueError if the frames differ in shape or the durations do not match them.
+    The file is written whole or not at all (``lazylab.paths.write_atomically``).
+    Raises: ValueError if the frames differ in shape or the durations do not match them;
+    LazylabError (one line) if the file cannot be written.
     """
     import imageio.v3 as iio
 
@@ -45,8 +49,10 @@ def write_gif(frames: list[np.ndarray], path: Path, durations_ms: list[int]) -> 
         raise ValueError("one duration per frame is required")
     path = Path(path)
     durations = [int(d) for d in durations_ms]
-    iio.imwrite(path, np.stack(frames), extension=".gif", plugin="pillow",
-                duration=durations if len(durations) > 1 else durations[0], loop=0)  # Pillow wants an int for one frame
+    stack = np.stack(frames)
+    write_atomically(path, lambda tmp: iio.imwrite(tmp, stack, extension=".gif", plugin="pillow",
+                                                   duration=durations if len(durations) > 1 else durations[0],
+                                                   loop=0), "--out")  # Pillow wants an int for one frame
     return path.stat().st_size
 
 

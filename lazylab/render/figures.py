@@ -29,11 +29,11 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
+from lazylab.paths import write_atomically
 from lazylab.render.canvas import figure
 
 # SPEC section 6: external constants from earlier work in the same series (test accuracy, %).
@@ -50,12 +50,9 @@ def _save(fig, directory: Path, stem: str) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in FORMATS:
-        path = directory / f"{stem}.{fmt}"
-        tmp = directory / f".{stem}.{fmt}.{os.getpid()}.tmp"
         meta = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(tmp, format=fmt, metadata=meta)
-        os.replace(tmp, path)
-        paths.append(path)
+        paths.append(write_atomically(directory / f"{stem}.{fmt}",
+                                      lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta), "--figures"))
     return paths
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from lazylab.errors import LazylabError
+from lazylab.paths import write_atomically
 from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
 
 DPIS = (90, 72, 56, 44)
@@ -80,7 +81,7 @@ def lab_png(res, path: Path, dpi: int = 110) -> Path:
     fig = figure((11.0, 4.8), dpi)
     update = _lab_axes(fig, res)
     update(len(res.snap_steps) - 1)
-    fig.savefig(path, dpi=dpi)
+    write_atomically(Path(path), lambda tmp: fig.savefig(tmp, dpi=dpi), "--out")
     return Path(path)
 
 
@@ -125,7 +126,7 @@ def sweep_png(sw, path: Path, dpi: int = 110) -> Path:
     fig.suptitle(f"width sweep: lr {c.lr:g}, {c.steps} steps, bump {c.bump:g}, noise {c.noise:g}, "
                  f"mean over seeds {','.join(map(str, sw.seeds))}", fontsize=10)
     fig.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.13, wspace=0.25)
-    fig.savefig(path, dpi=dpi)
+    write_atomically(Path(path), lambda tmp: fig.savefig(tmp, dpi=dpi), "--out")
     return Path(path)
 
 
@@ -176,7 +177,7 @@ def scalar_png(res, path: Path, dpi: int = 110) -> Path:
         a.tick_params(labelsize=7)
     fig.suptitle("scalar factorized model f = a b x, x = y = 1, a0 = b0: exact gradient flow vs its linearization", fontsize=10)
     fig.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.07, wspace=0.18, hspace=0.32)
-    fig.savefig(path, dpi=dpi)
+    write_atomically(Path(path), lambda tmp: fig.savefig(tmp, dpi=dpi), "--out")
     return Path(path)
 
 
@@ -210,5 +211,5 @@ def arm_png(record: dict, arrays: dict, path: Path, dpi: int = 110) -> Path:
     fig.suptitle(f"{record['arm']} m = {record['width']}: empirical NTK on {record['probe']} test images "
                  f"({record['epochs']} epochs, lr {record['lr']:g}); each panel on its own scale", fontsize=10)
     fig.subplots_adjust(left=0.04, right=0.96, top=0.85, bottom=0.1, wspace=0.3)
-    fig.savefig(path, dpi=dpi)
+    write_atomically(Path(path), lambda tmp: fig.savefig(tmp, dpi=dpi), "--out")
     return Path(path)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import platform
 import time
 from dataclasses import asdict
@@ -37,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from lazylab.paths import writable_dir
+from lazylab.paths import writable_dir, write_atomically, write_text_atomically
 from lazylab.experiments import render as xr
 from lazylab.render.canvas import figure, read_gif
 
@@ -178,11 +177,9 @@ def _save(fig, directory: Path, stem: str) -> list[Path]:
     """``<stem>.png`` and ``<stem>.svg`` (no date in the SVG), each written to a temp file then renamed."""
     paths = []
     for fmt in ("png", "svg"):
-        path = directory / f"{stem}.{fmt}"
-        tmp = directory / f".{stem}.{fmt}.{os.getpid()}.tmp"
-        fig.savefig(tmp, format=fmt, metadata={"Date": None} if fmt == "svg" else {"Software": None})
-        os.replace(tmp, path)
-        paths.append(path)
+        meta = {"Date": None} if fmt == "svg" else {"Software": None}
+        paths.append(write_atomically(directory / f"{stem}.{fmt}",
+                                      lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta), "--out"))
     return paths
 
 
@@ -190,11 +187,7 @@ def _both(draw, directory: Path, stem: str) -> list[Path]:
     """Call ``draw(path)`` for ``<stem>.png`` and ``<stem>.svg`` (the format follows the suffix)."""
     paths = []
     for fmt in ("png", "svg"):
-        path = directory / f"{stem}.{fmt}"
-        tmp = directory / f".{stem}.{os.getpid()}.tmp.{fmt}"
-        draw(tmp)
-        os.replace(tmp, path)
-        paths.append(path)
+        paths.append(write_atomically(directory / f"{stem}.{fmt}", draw, "--out"))
     return paths
 
 
@@ -234,9 +227,8 @@ class Renderer:
         return {"schema": RENDER_SCHEMA, "jobs": {}}
 
     def _save_manifest(self) -> None:
-        tmp = self.out / f".{MANIFEST}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(self.manifest, indent=1, sort_keys=True, allow_nan=True))
-        os.replace(tmp, self.out / MANIFEST)
+        write_text_atomically(self.out / MANIFEST, json.dumps(self.manifest, indent=1, sort_keys=True, allow_nan=True),
+                              "--out")
 
     def _current(self, name: str, key: str) -> dict | None:
         entry = self.manifest["jobs"].get(name)
@@ -488,9 +480,7 @@ class Renderer:
         entries = self.run(GIF_JOBS + FIGURE_JOBS + DATA_JOBS)
         self._tick("writing report.html")
         page = report_html(self.manifest, self._versions, plugins())
-        tmp = self.out / f".{REPORT}.{os.getpid()}.tmp"
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, self.out / REPORT)
+        write_text_atomically(self.out / REPORT, page, "--out")
         self._done("writing report.html")
         return self.out / REPORT, entries
 
