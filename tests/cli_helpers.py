@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lazylab.cli import main
@@ -29,3 +31,14 @@ def assert_one_line_error(code, err, *needles) -> str:
     for needle in needles:
         assert needle in found[0], (needle, found[0])
     return found[0]
+
+
+def write_dist(root: Path, name: str, version: str, eps: dict[str, str], modules: dict[str, str] = {}) -> Path:
+    """A minimal installed distribution in ``root``: METADATA, entry_points.txt and module files."""
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text("[lazylab.arms]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    for filename, source in modules.items():
+        (root / filename).write_text(source)
+    return root

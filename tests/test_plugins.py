@@ -20,7 +20,7 @@ import pytest
 
 from lazylab.arms import registry, reset_registry
 from lazylab.cli import main
-from cli_helpers import run
+from cli_helpers import run, write_dist
 
 TINY = ["--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 RFF_VERSION = distribution("lazylab-rff").version
@@ -43,17 +43,6 @@ def fresh_registry(monkeypatch):
     reset_registry()
     yield
     reset_registry()
-
-
-def write_dist(root: Path, name: str, version: str, eps: dict[str, str], modules: dict[str, str] = {}) -> Path:
-    """A minimal installed distribution in ``root``: METADATA, entry_points.txt and module files."""
-    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("[lazylab.arms]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
-    for filename, source in modules.items():
-        (root / filename).write_text(source)
-    return root
 
 
 def clean_env(**extra) -> dict:

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from cli_helpers import lines, run
+from cli_helpers import lines, run, write_dist
 from lazylab.arms import ContractError, registry, reset_registry
 
 TINY = ["--train-size", "512", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -48,17 +48,6 @@ from lazylab.arms.relu import ReluBank
 
 UNIT = Unit(name="editable", bank=ReluBank, fan_in="d")
 '''
-
-
-def write_dist(root: Path, name: str, version: str, eps: dict[str, str], modules: dict[str, str] = {}) -> Path:
-    """A minimal installed distribution in ``root``: METADATA, entry_points.txt and module files."""
-    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("[lazylab.arms]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
-    for filename, source in modules.items():
-        (root / filename).write_text(source)
-    return root
 
 
 @pytest.fixture(scope="module")
