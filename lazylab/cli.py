@@ -497,12 +497,14 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
     if value is None:
         return None
     try:
-        lams = sorted({float(v) for v in value.split(",") if v.strip()}, reverse=True)
+        given = [float(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
-    if not lams or any(not (0 <= v < float("inf")) for v in lams):
+    if not given or any(not (0 <= v < float("inf")) for v in given):
         raise click.BadParameter(f"expected finite penalties >= 0, got {value!r}", param_hint="--lambdas")
-    return tuple(lams)
+    if len(set(given)) < len(given):
+        raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
+    return tuple(sorted(given, reverse=True))
 
 
 def default_out() -> Path:
@@ -793,11 +795,13 @@ def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_p
 
 def _choices(value: str, allowed: tuple, option: str) -> tuple:
     """Comma-separated distinct choices from ``allowed``, in the given order; one-line error otherwise."""
-    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
     bad = [v for v in items if v not in allowed]
     if not items or bad:
         raise click.BadParameter(f"expected comma-separated values from {', '.join(allowed)}, got {value!r}",
                                  param_hint=option)
+    if len(set(items)) < len(items):
+        raise click.BadParameter(f"a value is given more than once in {value!r}", param_hint=option)
     return items
 
 

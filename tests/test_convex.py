@@ -122,7 +122,7 @@ def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
     assert_one_line_error(code, err, "yat-trained", "frozen")
 
 
-@pytest.mark.parametrize("lambdas", ["abc", "-1", "nan", "inf", ","])
+@pytest.mark.parametrize("lambdas", ["abc", "-1", "nan", "inf", ",", "1e-3,0.001"])
 def test_bad_lambdas(capsys, memo_dir, lambdas):
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
     assert_one_line_error(code, err, "--lambdas")

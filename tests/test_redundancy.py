@@ -48,7 +48,8 @@ def test_redundancy_command_table_and_json(capsys, memo_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [(["--sample", "firstn"], "--sample"), (["--fan-in", "x"], "--fan-in"),
-                                         (["--images", "5000", "--train-size", "1000"], "--images")])
+                                         (["--images", "5000", "--train-size", "1000"], "--images"),
+                                         (["--sample", "held-out", "--sample", "held-out"], "--sample")])
 def test_redundancy_bad_options(capsys, memo_dir, args, needle):
     code, _, err = run(capsys, "redundancy", *args)
     assert_one_line_error(code, err, needle)
