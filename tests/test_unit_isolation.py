@@ -278,6 +278,12 @@ def test_duplicated_images_refuse_data_seeding_in_one_line_and_raw_idx_loads(tmp
     assert code == 2
     (line,) = errors(err)
     assert "gaussian-frozen: width 8 needs 8 distinct training images" in line and "only 1 distinct" in line
+    # A random bank reads them out; its redundancy over 600 identical images has nothing to measure:
+    # one note line, and the ladder's results still stand.
+    code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY, "--data-dir", d)
+    assert code == 0 and "relu-frozen" in out
+    (note,) = lines(err)
+    assert "redundancy of the relu bank not measured" in note and "vary" in note
     from lazylab import data
 
     loaded = data.load(d)  # the raw training files parse like the gzipped test files

@@ -111,7 +111,11 @@ def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: i
     images = sample_images(arm, width, n, seed, train_size, sample)
     model = build_model(arm, width, seed, x, fan_in)
     F = np.asarray(features(model.feat, x[images]))
-    rec = {**an.redundancy(F), "bank": bank_name(arm), "seed": seed, "key": key, "config": cfg}
+    try:
+        measured = an.redundancy(F)
+    except ValueError as exc:
+        raise LazylabError(f"{bank_name(arm)} bank, m={width}, seed {seed}: {exc}") from None
+    rec = {**measured, "bank": bank_name(arm), "seed": seed, "key": key, "config": cfg}
     ws.memo.put_record(key, rec)
     return rec
 
@@ -222,8 +226,12 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
             seen.add(name)
             # A ladder on fewer training images measures on all of them (n is in the output).
             n = min(redundancy_images, result.plan["train_size"])
-            rec = bank_redundancy(ws, arm, redundancy_width, n, REDUNDANCY_SEED,
-                                  result.plan["fan_in"], result.plan["train_size"], redundancy_sample)
+            try:
+                rec = bank_redundancy(ws, arm, redundancy_width, n, REDUNDANCY_SEED,
+                                      result.plan["fan_in"], result.plan["train_size"], redundancy_sample)
+            except LazylabError as exc:  # e.g. a bank constant over degenerate images: the rest still stands
+                ws.memo.problems.append(f"redundancy of the {name} bank not measured: {exc}")
+                continue
             if rec is not None:
                 out["redundancy"][name] = {k: v for k, v in rec.items() if k not in ("config",)}
     return out
