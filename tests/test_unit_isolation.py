@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import lines, run, write_dist
+import lazylab
 from lazylab.arms import ContractError, registry, reset_registry
 
 TINY = ["--train-size", "512", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -202,7 +203,7 @@ def test_a_second_yat_is_an_error_naming_both_unless_one_is_chosen(tmp_path, mon
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", *TINY)
     assert code == 2
     (line,) = errors(err)
-    assert "registered by both" in line and "lazylab 0.1.0" in line and "lazylab-yat 2.0" in line
+    assert "registered by both" in line and f"lazylab {lazylab.__version__}" in line and "lazylab-yat 2.0" in line
     assert len(lines(err)) == 1  # the load warning is not repeated beside the error naming the unit
     reset_registry()  # (a process loads the registry once; here each command is a fresh "process")
     code, out, err = run(capsys, "arms")
