@@ -500,8 +500,9 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
         given = [float(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
-    if not given or any(not (0 <= v < float("inf")) for v in given):
-        raise click.BadParameter(f"expected finite penalties >= 0, got {value!r}", param_hint="--lambdas")
+    if not given or any(not (0 < v < float("inf")) for v in given):
+        # lambda = 0 has no minimiser when the classes are separable (a wide bank on few images)
+        raise click.BadParameter(f"expected finite penalties > 0, got {value!r}", param_hint="--lambdas")
     if len(set(given)) < len(given):
         raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
     return tuple(sorted(given, reverse=True))
@@ -574,7 +575,12 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
     figures_dir = None if no_figures else writable_dir(figures_dir or default_out() / "ladder", "--figures")
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
+    if lambdas is not None and readout == "adamw":
+        raise click.BadParameter("applies to the convex readout: add --readout convex or both", param_hint="--lambdas")
     lambdas = _lambdas(lambdas) or LAMBDAS
+    if readout != "adamw" and all(a.trained for a in plan.arms):
+        raise LazylabError(f"--readout {readout} reads out frozen banks and this ladder has none "
+                           f"({', '.join(a.name for a in plan.arms)})")
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
     if readout == "convex":
@@ -783,8 +789,9 @@ def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_p
         table.add_column(col, justify="left" if col in ("bank", "fan-in", "sample") else "right")
     for r in rows:
         c, p = r["mean_abs_corr"], r["participation_ratio"]
-        table.add_row(r["bank"], r["fan_in"], r["sample"], f"{c['mean']:.3f} ± {c['std']:.3f}",
-                      f"{p['mean']:.1f} ± {p['std']:.1f}")
+        spread = len(seeds) > 1
+        table.add_row(r["bank"], r["fan_in"], r["sample"], f"{c['mean']:.3f}" + (f" ± {c['std']:.3f}" if spread else ""),
+                      f"{p['mean']:.1f}" + (f" ± {p['std']:.1f}" if spread else ""))
     out.print(table)
     out.print("fan-in applies to random-init banks only; the samples differ for data-seeded banks only")
     if json_path is not None:

@@ -105,7 +105,8 @@ def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path
     spec = xr.ladder_spec(ws, xr.LadderSettings.explicit(**plan))
     before = xr.ladder_result(ws, spec)
     assert "wall" not in before["analysis"]
-    assert "--readout both" in "".join(_wall_section({"data": before}))
+    note = "".join(_wall_section({"data": before}))
+    assert "--widths 8,16 --seeds 0 --epochs 1 --train-size 1536 --lr 0.1 --readout both" in note
     code, _, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "both",
                        "--no-figures")
     assert code == 0, err
@@ -114,7 +115,16 @@ def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path
     rows = after["analysis"]["wall"]["arms"]["relu-frozen"]
     assert set(rows) == {"8", "16"}
     html = "".join(_wall_section({"data": after, "files": {}}))
-    assert 'id="wall-table"' in html and f"{rows['16']['convex_acc']:.2f}" in html
+    assert 'id="wall-table"' in html and f"{rows['16']['convex_acc']:.2f}" in html and "(1 AdamW epoch," in html
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--arms", "yat-trained", "--readout", "both"], "frozen"),
+    (["--arms", "yat-frozen", "--lambdas", "1e-3"], "--lambdas"),
+])
+def test_convex_options_that_cannot_apply_are_refused(capsys, memo_dir, argv, needle):
+    code, _, err = run(capsys, "ladder", "--widths", "8", *TINY, *argv)
+    assert_one_line_error(code, err, needle)
 
 
 def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
@@ -122,7 +132,7 @@ def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
     assert_one_line_error(code, err, "yat-trained", "frozen")
 
 
-@pytest.mark.parametrize("lambdas", ["abc", "-1", "nan", "inf", ",", "1e-3,0.001"])
+@pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001"])
 def test_bad_lambdas(capsys, memo_dir, lambdas):
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
     assert_one_line_error(code, err, "--lambdas")

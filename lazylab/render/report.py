@@ -642,18 +642,27 @@ def _wall_section(e: dict) -> list[str]:
     d = e["data"]
     w = d["analysis"].get("wall")
     out = ["<h3>The wall: protocol readout against the convex optimum</h3>"]
+    plan = d["plan"]
     if not w:
         frozen = [a["arm"] for a in d["arms"] if not a["arm"].endswith("-trained")]
-        out.append("<p class=note>Not in the memo for this ladder. <code>lazylab ladder --arms "
-                   f"{_e(','.join(frozen)) or '&lt;frozen arms&gt;'} --readout both</code> with this ladder's widths "
-                   "and seeds adds it (docs/convex.md).</p>")
+        if d.get("name") in ("quick", "paper"):
+            command = f"lazylab ladder --preset {d['name']} --readout both"
+        else:
+            command = (f"lazylab ladder --arms {','.join(frozen)} --widths {','.join(map(str, plan['widths']))} "
+                       f"--seeds {','.join(map(str, plan['seeds']))} --epochs {plan['epochs']} "
+                       f"--train-size {plan['train_size']}" + (f" --lr {plan['lr']:g}" if plan.get("lr") else "")
+                       + " --readout both")
+        out.append("<p class=note>" + ("Not in the memo for this ladder: <code>" + _e(command) + "</code> adds it "
+                                       "(docs/convex.md).</p>" if frozen else "This ladder has no frozen arm.</p>"))
     else:
         rows = [[_e(arm), _e(width), _f(r["best_acc"]), _f(r["final_acc"]), _f(r["convex_acc"]), _f(r["gap"], "+.2f"),
-                 _f(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}"]
+                 _f(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *")]
                 for arm, per in w["arms"].items() for width, r in per.items()]
-        out += ["<p>Each frozen bank's head, read out by the protocol (12 AdamW epochs, best epoch) and fitted to the "
-                "optimum of cross-entropy + L2 (L-BFGS, lambda chosen on held-out training images). Where the shaded gap "
-                "is wide, the protocol's optimiser, not the bank, sets the frozen curve.</p>",
+        epochs = plan["epochs"]
+        out += [f"<p>Each frozen bank's head, read out by the protocol ({epochs} AdamW epoch{'s' * (epochs != 1)}, best "
+                "epoch) and fitted to the optimum of cross-entropy + L2 (L-BFGS, lambda chosen on held-out training "
+                "images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
+                "* : the solve ended on the objective-change rule or the iteration cap, not the gradient rule.</p>",
                 _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
                        rows, "wall-table"),
                 _img(e, "ladder_wall.png", "protocol and convex readouts vs width",
@@ -668,8 +677,11 @@ def _wall_section(e: dict) -> list[str]:
         out += [f"<h3>Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {_e(','.join(map(str, g['seeds'])))})</h3>",
                 "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
                 "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
-                "that seed no unit the data bank is as redundant as the random one (docs/results.md).</p>",
+                "that seed no unit the data bank is the more redundant one (docs/results.md).</p>",
                 _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, "redundancy-grid", left={0, 1, 2})]
+    else:
+        out.append("<p class=note>Redundancy for each fan-in and image sample: not in the memo; <code>lazylab "
+                   "redundancy</code> adds it (docs/results.md, \"Redundancy, reconciled\").</p>")
     return out
 
 
