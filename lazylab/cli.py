@@ -240,6 +240,10 @@ def arms(as_json, check):
         plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
         table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
     out.print(table)
+    if check:
+        passed = len(status) - len(failed)
+        out.print(f"conformance suite (lazylab.testing.check_unit) on real images: {passed} of "
+                  f"{_count(len(status), 'unit')} passed")
     if failed:  # after the listing: every failing unit, one line each
         raise LazylabError("\nerror: ".join(failed))
 

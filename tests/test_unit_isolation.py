@@ -153,6 +153,7 @@ def test_arms_check_exits_2_naming_the_nan_unit(nan_plugin, capsys, monkeypatch)
     (line,) = errors(err)
     assert line.startswith("error: unit 'nanunit' (lazylab-nan 0.1) fails its check") and "non-finite feature" in line
     assert "relu-frozen" in out  # the listing is still printed
+    assert "on real images: 1 of 2 units passed" in out
 
 
 def test_ladder_isolates_a_nan_unit_prints_the_healthy_table_and_json_and_exits_2(nan_plugin, capsys, tmp_path):
