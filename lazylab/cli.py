@@ -497,7 +497,7 @@ def _backend_note(backend) -> str:
 
 
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
-    """``--lambdas``: comma-separated finite penalties >= 0, largest first; None when not given."""
+    """``--lambdas``: comma-separated distinct finite penalties > 0, largest first; None when not given."""
     if value is None:
         return None
     try:
@@ -695,9 +695,10 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
                                min_gain=climb_gain) for arm, a in convex["arms"].items()}
     out.print(_law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
     if json_path is not None:
-        json_path.write_text(json.dumps({"plan": {"arms": [a.name for a in plan.arms], "widths": widths,
-                                                  "seeds": list(plan.seeds), "readout": "convex", **plan.protocol()},
-                                         "convex": convex, "analysis": {"convex_law": laws}}, indent=1))
+        write_text_atomically(json_path, json.dumps(
+            {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
+                      "readout": "convex", **plan.protocol()},
+             "convex": convex, "analysis": {"convex_law": laws}}, indent=1), "--json")
         out.print(f"wrote {json_path}")
 
 
@@ -799,8 +800,8 @@ def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_p
     out.print(table)
     out.print("fan-in applies to random-init banks only; the samples differ for data-seeded banks only")
     if json_path is not None:
-        json_path.write_text(json.dumps({"width": width, "images": images, "seeds": list(seeds),
-                                         "train_size": train_size, "rows": rows}, indent=1))
+        write_text_atomically(json_path, json.dumps({"width": width, "images": images, "seeds": list(seeds),
+                                                     "train_size": train_size, "rows": rows}, indent=1), "--json")
         out.print(f"wrote {json_path}")
 
 
@@ -880,7 +881,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     if rendered["colour_scale"] is not None:
         out.print(f"prototype colour scale: [-{rendered['colour_scale']:g}, {rendered['colour_scale']:g}] for every row and frame")
     if json_path is not None:
-        json_path.write_text(json.dumps({**result.to_json(), "pictures": rendered}, indent=1))
+        write_text_atomically(json_path, json.dumps({**result.to_json(), "pictures": rendered}, indent=1), "--json")
         out.print(f"wrote {json_path}")
     if ws.failures:  # after every table and file: one line per failed arm, exit 2
         raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"

@@ -522,17 +522,27 @@ def _from_memo(ws: Workspace, compute):
     return value, complete
 
 
-def memo_extras(ws: Workspace, plan) -> dict:
-    """``{"wall": bool, "redundancy_grid": bool}``: whether ``wall_analysis`` finds each in the memo."""
+def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
+    """``(convex, grid)``: the plan's frozen arms' convex readouts (``run_convex_ladder``) and the
+    default ``redundancy_grid`` (yat and yat-data banks), each only if all of it is in the memo."""
     import dataclasses
 
     from lazylab.experiments.convex import run_convex_ladder
     from lazylab.experiments.laws import redundancy_grid
 
     frozen = tuple(a for a in plan.arms if not a.trained)
-    wall_done = bool(frozen) and _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))[1]
-    grid_done = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))[1]
-    return {"wall": wall_done, "redundancy_grid": grid_done}
+    convex = None
+    if frozen:
+        convex, complete = _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))
+        convex = convex if complete else None
+    grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
+    return convex, grid if complete else None
+
+
+def memo_extras(ws: Workspace, plan) -> dict:
+    """``{"wall": bool, "redundancy_grid": bool}``: whether ``wall_analysis`` finds each in the memo."""
+    convex, grid = _memo_extras(ws, plan)
+    return {"wall": convex is not None, "redundancy_grid": grid is not None}
 
 
 def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
@@ -540,19 +550,13 @@ def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
 
     ``analysis["wall"]``: the wall table (``experiments.convex.wall``) when every frozen arm's convex
     readout at the plan's widths and seeds (default lambda grid) is in the memo;
-    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` (yat and yat-data banks) when
-    all its measurements are. Absent ones are left out: the report says how to add them.
+    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` when all its measurements are.
+    Absent ones are left out: the report says how to add them.
     """
-    import dataclasses
+    from lazylab.experiments.convex import wall
 
-    from lazylab.experiments.convex import run_convex_ladder, wall
-    from lazylab.experiments.laws import redundancy_grid
-
-    frozen = tuple(a for a in plan.arms if not a.trained)
-    if frozen:
-        convex, complete = _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))
-        if complete:
-            analysis["wall"] = wall(result, convex)
-    grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
-    if complete:
+    convex, grid = _memo_extras(ws, plan)
+    if convex is not None:
+        analysis["wall"] = wall(result, convex)
+    if grid is not None:
         analysis["redundancy_grid"] = grid
