@@ -38,10 +38,18 @@ def test_seed_images_make_the_data_bank_look_independent(memo_dir):
 
 def test_redundancy_command_table_and_json(capsys, memo_dir, tmp_path):
     code, out, err = run(capsys, "redundancy", "--arms", "yat-frozen", "--width", "32", "--images", "300",
-                         "--seeds", "0,1", "--train-size", "1000", "--sample", "first-n", "--json", tmp_path / "r.json")
+                         "--seeds", "0,1", "--train-size", "1000", "--sample", "first-n,with-seeds",
+                         "--json", tmp_path / "r.json")
     assert code == 0, err
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
-    assert [(r["fan_in"], r["sample"]) for r in rows] == [("unit", "first-n"), ("d", "first-n")]
+    assert [(r["fan_in"], r["sample"]) for r in rows] == [("unit", "first-n"), ("unit", "with-seeds"),
+                                                          ("d", "first-n"), ("d", "with-seeds")]
+    # A random bank has no seed images: both samples are one measurement, memoized once.
+    assert rows[0]["participation_ratio"] == rows[1]["participation_ratio"]
+    from lazylab.cache import Memo
+
+    assert sum(k.startswith("redundancy-") for k in Memo(memo_dir)._cache.iterkeys()) == 4  # 2 fan-ins x 2 seeds
+    rows = rows[::2]
     unit, d = (r["participation_ratio"]["mean"] for r in rows)
     assert unit > 1.5 * d  # fan-in d's larger prototypes make the random Yat bank more redundant
     assert f"{rows[1]['mean_abs_corr']['mean']:.3f}" in out

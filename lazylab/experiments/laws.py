@@ -95,6 +95,10 @@ def bank_redundancy(ws: Workspace, arm: Arm, width: int = REDUNDANCY_WIDTH, n: i
     Raises: LazylabError if ``n`` exceeds the training images or the width
       cannot be drawn.
     """
+    # A random bank has no seed images and a data-seeded one no random draw: one measurement
+    # (one memo entry) serves every sample, respectively every fan-in.
+    sample = "first-n" if arm.init != "data" else sample
+    fan_in = "unit" if arm.init == "data" else fan_in
     cfg = redundancy_config(ws, arm, width, n, seed, fan_in, train_size, sample)
     key = redundancy_key(cfg)
     rec = ws.memo.get_record(key)
