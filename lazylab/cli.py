@@ -1381,8 +1381,9 @@ def _render_options(f):
 
 _preset_option = click.option(
     "--preset", type=click.Choice(["auto", "quick", "paper"]), default="auto", show_default=True,
-    help="Which ladder the figures show: auto = the paper preset if all its runs are in the memo, else the quick "
-         "preset (its missing runs are computed, about 70 s on two cores).")
+    help="Your ladder, shown after the paper ladder that leads the page (memo or shipped reference): auto = the paper "
+         "preset if all its runs are in the memo, else the quick preset (its missing runs are computed, about 70 s on "
+         "two cores).")
 
 
 def _render_ladder(preset, from_json, arms_, widths, seeds, epochs):
@@ -1499,7 +1500,7 @@ def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, fr
 @render.command("report")
 @_computing_render_options
 def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
-    """report.html: every GIF and figure, the ladder table with fits and gaps, the NTK audit, configs and versions."""
+    """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit."""
     _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
             _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
 
