@@ -556,7 +556,7 @@ p,li,figcaption,.source,summary{overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}.scroll table{margin:0}.scroll{margin:.6rem 0}
 .source{background:#fff8e1;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.6rem 0;font-size:.9rem}
 .answer{font-size:1.12rem;font-weight:600;background:#eef5ff;border-left:4px solid #0b5cad;padding:.5rem .8rem}
-.unstable{color:#b3261e;font-weight:600;white-space:nowrap}
+.unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
 ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
 @media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}}
 """
@@ -652,8 +652,9 @@ def _unstable_table(d: dict, pid: str) -> str:
         return ""
     rows = [[_e(r["arm"]), _e(r["width"]), _e(r["seed"]), _f(r["lr"], "g"), _f(r.get("best_acc")),
              '<span class="unstable">⚠ unstable</span> ' + _e(r["unstable"])] for r in runs]
-    return ("<h3>Unstable runs</h3><p class=note>Kept in every table and fit (the protocol's bracket rule is unchanged, "
-            "SPEC section 5), marked ⚠ here and in the figure.</p>"
+    return ("<h3>Unstable runs</h3><p class=note>Training loss at the best epoch above chance (ln 10), or rising far "
+            "above its minimum. Kept in every table and fit (the protocol's bracket rule is unchanged, SPEC section 5) and "
+            "marked ⚠; bracket runs at other rates (m = 256, seed 0) are listed too, with their lr.</p>"
             + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
 
 
