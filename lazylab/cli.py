@@ -1381,12 +1381,39 @@ def _render_options(f):
 
 _preset_option = click.option(
     "--preset", type=click.Choice(["auto", "quick", "paper"]), default="auto", show_default=True,
-    help="Which ladder the figures show: auto = the paper preset if all its runs are in the memo, else the quick "
-         "preset (its missing runs are computed, about 70 s on two cores).")
+    help="Your ladder, shown after the paper ladder that leads the page (memo or shipped reference): auto = the paper "
+         "preset if all its runs are in the memo, else the quick preset (its missing runs are computed, about 70 s on "
+         "two cores).")
 
 
-def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_limit=None):
+def _render_ladder(preset, from_json, arms_, widths, seeds, epochs):
+    """The render commands' ladder choice as ``LadderSettings`` (``--from``, or an explicit plan whose unset parts
+    come from the quick preset), or None for ``--preset``; conflicting options are a usage error."""
+    from lazylab.experiments.ladder import PRESETS
+    from lazylab.experiments.render import LadderSettings
+
+    explicit = [n for n, v in (("--arms", arms_), ("--widths", widths), ("--seeds", seeds), ("--epochs", epochs))
+                if v is not None]
+    if from_json is not None and explicit:
+        raise click.UsageError(f"--from shows a ladder file as written; it cannot be combined with {explicit[0]}")
+    if (from_json is not None or explicit) and preset != "auto":
+        raise click.UsageError(f"--preset {preset} names a ladder; so does {'--from' if from_json else explicit[0]}: give one")
+    if from_json is not None:
+        from lazylab.experiments.render import load_ladder_json
+
+        load_ladder_json(from_json)  # a bad file is one line before anything is computed
+        return LadderSettings.from_file(from_json)
+    if not explicit:
+        return None
+    q = PRESETS["quick"]
+    names = [a.name for a in parse_arms(arms_)] if arms_ is not None else list(q["arms"])
+    return LadderSettings.explicit(arms=names, widths=list(widths or q["widths"]), seeds=list(seeds or q["seeds"]),
+                                   epochs=epochs or q["epochs"], train_size=q["train_size"], lr=None)
+
+
+def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_limit=None, ladder=None):
     """Run ``stages`` (names of ``Renderer`` methods) and print what each job did."""
+    import dataclasses
     import time
 
     from lazylab.experiments import Workspace
@@ -1395,10 +1422,11 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_l
 
     t0 = time.perf_counter()
     out_dir = writable_dir(out_dir or default_out() / "render", "--out")
+    settings = DEFAULT_SETTINGS.with_ladder(preset) if ladder is None else dataclasses.replace(DEFAULT_SETTINGS, ladder=ladder)
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     entries, page = [], None
     with _progress() as progress:
-        renderer = Renderer(ws, out_dir, DEFAULT_SETTINGS.with_ladder(preset), _render_progress(progress), redraw=redraw)
+        renderer = Renderer(ws, out_dir, settings, _render_progress(progress), redraw=redraw)
         for stage in stages:
             if stage == "report":
                 page, more = renderer.report()
@@ -1418,8 +1446,10 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_l
                           "x".join(map(str, f["size"])) if f and "size" in f else "", size, e["status"] if i == 0 else "")
     out.print(table)
     for e in entries:
+        if e["name"] == "paper":
+            out.print(f"paper ladder: {e['spec']['source']} ({e['spec']['note']})")
         if e["name"] == "ladder" and e["spec"].get("note"):
-            out.print(f"ladder: {e['spec']['name']} ({e['spec']['note']})")
+            out.print(f"your ladder: {e['spec']['name']} ({e['spec']['note']})")
         if e["name"] == "trajectory":
             rates = ", ".join(f"{r['arm']} {r['lr']:g} ({r['source']})" for r in e["spec"]["arms"])
             out.print(f"trajectory rates: {rates}")
@@ -1434,7 +1464,16 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_l
 
 
 def _computing_render_options(f):
-    """The options of a render command that may compute quick-ladder runs: preset and feature cap too."""
+    """The options of a render command that may compute ladder runs: which ladder (preset, an explicit plan,
+    or a ``ladder --json`` file) and the feature cap too."""
+    f = click.option("--epochs", type=click.IntRange(min=1, max=1000), default=None,
+                     help="Your ladder: epochs per run [default: the quick preset's].")(f)
+    f = list_option("--seeds", type=IntList(0, MAX_SEED), help="Your ladder: comma-separated seeds [default: the quick preset's].")(f)
+    f = list_option("--widths", type=IntList(1, MAX_WIDTH), help="Your ladder: comma-separated widths [default: the quick preset's].")(f)
+    f = list_option("--arms", "arms_", help="Your ladder: comma-separated arms, plugin arms too; missing runs are "
+                                            "computed [default: the quick preset's].")(f)
+    f = click.option("--from", "from_json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Your ladder from a file written by `lazylab ladder --json` (any arms, plugins too; nothing computed).")(f)
     return _preset_option(cache_limit_option(_render_options(f)))
 
 
@@ -1452,23 +1491,26 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir):
 
 @render.command("figures")
 @_computing_render_options
-def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
+def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
     """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
-    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
+    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
+            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
 
 
 @render.command("report")
 @_computing_render_options
-def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
-    """report.html: every GIF and figure, the ladder table with fits and gaps, the NTK audit, configs and versions."""
-    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
+def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
+    """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit."""
+    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
+            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
 
 
 @render.command("all")
 @_computing_render_options
-def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit):
+def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
     """Run gifs, then figures, then report (each picture drawn at most once)."""
-    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit)
+    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
+            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
 
 
 # ----------------------------------------------------------- path options

@@ -7,6 +7,7 @@ trajectories on 1,024 images, a 2-width ladder) so the module takes well under a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -34,24 +35,59 @@ TINY = xr.RenderSettings(
                                       epochs=1, train_size=1024, lr=0.03),
 )
 GIFS = ("gram.gif", "readout.gif", "trajectory_prototypes.gif", "trajectory_curves.gif", "ntk_lab.gif")
-FIGURES = ("ladder_accuracy", "ladder_movement", "trajectory_finals", "ntk_lab", "ntk_sweep", "ntk_scalar")
+FIGURES = ("paper_accuracy", "paper_movement", "ladder_accuracy", "ladder_movement", "trajectory_finals", "ntk_lab",
+           "ntk_sweep", "ntk_scalar")
+UNSTABLE = "train loss 7.21 at best epoch > ln 10 = 2.303"
+
+
+def stand_in_reference(ws, path: Path) -> dict:
+    """A reference file exported (``lazylab.reference.build_reference``) from TINY's real ladder, standing in for
+    the paper's; one run flagged unstable and, where the payload lacks them, an exchange table and a warning in
+    the contract's form (mechanics of the page: the rule itself is tested with the ladder)."""
+    from lazylab.reference import build_reference, dump_reference
+
+    doc = build_reference(ws, xr._plan(None, dict(TINY.ladder.plan)), "stand-in", where="the test machine")
+    p = doc["payload"]
+    run = next(r for r in p["runs"] if r["config"]["arm"] == "yat-frozen" and r["config"]["width"] == 16)
+    for r in p["runs"]:
+        r.setdefault("unstable", None)
+    run["unstable"] = UNSTABLE
+    arm = next(a for a in p["arms"] if a["arm"] == "yat-frozen")
+    for w, c in arm["cells"].items():
+        c["unstable"] = int(w == "16")
+    p["analysis"].setdefault("exchange", {
+        "sentence": "8 trained yat units: matched by the frozen yat bank at m = 12 (stand-in).",
+        "rows": [{"trained": "yat-trained", "frozen": "yat-frozen", "width": w, "trained_acc": 70.0, "frozen_width": 12.0,
+                  "method": "interpolated", "floor_acc": None, "text": "12 (interpolated)"} for w in (8, 16)]})
+    p["analysis"]["warnings"] = [*p["analysis"].get("warnings", []), f"yat-frozen: 1 of 1 run unstable at m = 16 (lr 0.03)"]
+    path.write_text(dump_reference(doc))
+    return doc
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    """One full ``render`` (gifs, figures, report) into a fresh folder from a fresh memo."""
+    """One full ``render`` (gifs, figures, report) into a fresh folder from a fresh memo; the paper section shows a
+    stand-in reference file exported from the same memo (the ladder computed first)."""
+    from lazylab.experiments.ladder import run_ladder
+
     memo = tmp_path_factory.mktemp("rendermemo")
     out = tmp_path_factory.mktemp("render") / "out"
     ws = Workspace(cache_dir=memo)
-    page, entries = Renderer(ws, out, TINY).report()
-    return {"ws": ws, "memo": memo, "out": out, "page": page, "entries": {e["name"]: e for e in entries}}
+    run_ladder(ws, xr._plan(None, dict(TINY.ladder.plan)))
+    ref = tmp_path_factory.mktemp("ref") / "reference.json"
+    stand_in_reference(ws, ref)
+    settings = dataclasses.replace(TINY, reference=str(ref))
+    page, entries = Renderer(ws, out, settings).report()
+    return {"ws": ws, "memo": memo, "out": out, "page": page, "entries": {e["name"]: e for e in entries},
+            "settings": settings, "reference": ref}
 
 
 def test_every_job_ran_and_computed_on_a_fresh_memo(rendered):
     entries = rendered["entries"]
     assert set(entries) == set(GIF_JOBS) | set(FIGURE_JOBS) | {"ntk_audit"}
     for name, e in entries.items():
-        assert e["computed"] or name in ("trajectory_finals", "ntk_lab_figure"), (name, e["status"])
+        assert e["computed"] or name in ("trajectory_finals", "ntk_lab_figure", "paper", "ladder"), (name, e["status"])
+    assert entries["paper"]["data"]["source"] == "reference"
     out = rendered["out"]
     for gif in GIFS:
         assert (out / gif).is_file(), gif
@@ -124,7 +160,7 @@ def test_second_run_computes_and_draws_nothing(rendered, monkeypatch):
     monkeypatch.setattr(lazylab.render.gifs, "gram_gif", lambda *a, **k: pytest.fail("redrew an up-to-date GIF"))
     before = {p.name: p.stat().st_mtime_ns for p in rendered["out"].iterdir()}
     t0 = time.perf_counter()
-    page, entries = Renderer(rendered["ws"], rendered["out"], TINY).report()
+    page, entries = Renderer(rendered["ws"], rendered["out"], rendered["settings"]).report()
     assert time.perf_counter() - t0 < 15
     assert {e["status"] for e in entries} == {"up to date"}
     after = {p.name: p.stat().st_mtime_ns for p in rendered["out"].iterdir()}
@@ -133,7 +169,7 @@ def test_second_run_computes_and_draws_nothing(rendered, monkeypatch):
 
 def test_a_new_folder_is_drawn_from_the_memo_without_computing(rendered, monkeypatch, tmp_path):
     _forbid_compute(monkeypatch)
-    page, entries = Renderer(rendered["ws"], tmp_path / "again", TINY).report()
+    page, entries = Renderer(rendered["ws"], tmp_path / "again", rendered["settings"]).report()
     assert all(not e["computed"] for e in entries)
     assert {e["status"] for e in entries} == {"drawn from the memo", "from the memo"}
     for gif in GIFS:
@@ -145,7 +181,7 @@ def test_a_changed_picture_is_redrawn_from_the_memo(rendered, monkeypatch):
     gif = rendered["out"] / "readout.gif"
     original = gif.read_bytes()
     gif.write_bytes(original[: len(original) // 2])  # truncated by hand: its hash no longer matches
-    entries = {e["name"]: e for e in Renderer(rendered["ws"], rendered["out"], TINY).gifs()}
+    entries = {e["name"]: e for e in Renderer(rendered["ws"], rendered["out"], rendered["settings"]).gifs()}
     assert entries["readout"]["status"] == "drawn from the memo"
     assert entries["gram"]["status"] == "up to date"
     assert read_gif(gif)["frames"] == 5
@@ -277,3 +313,116 @@ def test_report_loads_in_a_headless_browser(rendered, browser, tmp_path):
     assert px.std() > 20, f"the screenshot looks blank (pixel std {px.std():.1f})"
     if os.environ.get("LAZYLAB_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["LAZYLAB_KEEP_SCREENSHOT"])
+
+
+def _open_at(browser, page: Path, width: int, height: int = 900) -> None:
+    """Load ``page`` with a viewport exactly ``width`` px wide and wait for its images."""
+    browser.set_window_size(width, height)
+    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
+    browser.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+    browser.get(page.resolve().as_uri())
+    deadline = time.time() + 30
+    while time.time() < deadline and not browser.execute_script(
+            "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"):
+        time.sleep(0.2)
+    assert browser.execute_script("return window.innerWidth") == width
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_report_leads_with_the_paper_ladder_and_no_table_overflows(rendered, browser, width):
+    """At 1400 and 400 px: the labelled reference first, its exchange-rate table with rows, the unstable marker, and
+    no table wider than the page (wide ones scroll inside their wrapper at 400 px)."""
+    from selenium.webdriver.common.by import By
+
+    _open_at(browser, rendered["page"], width)
+    sections = [s.get_attribute("id") for s in browser.find_elements(By.CSS_SELECTOR, "main > section")]
+    assert sections[:2] == ["paper", "ladder"], sections
+    source = browser.find_element(By.ID, "paper-source").text
+    assert "Shipped reference results" in source and "the test machine" in source and "lazylab 0.2" in source
+    rows = browser.find_elements(By.CSS_SELECTOR, "#paper-exchange-table tbody tr")
+    assert len(rows) >= 2 and all(r.find_elements(By.CSS_SELECTOR, "td")[4].text for r in rows)
+    assert browser.find_element(By.CSS_SELECTOR, "#paper .answer").text
+    marks = browser.find_elements(By.CSS_SELECTOR, "#paper-ladder-table .unstable")
+    assert len(marks) == 1 and "1 unstable" in marks[0].text
+    assert UNSTABLE in browser.find_element(By.ID, "paper-unstable-table").text
+    assert "unstable" in browser.find_element(By.ID, "paper-warnings").text
+    # the paper's exchange table and figure come before your ladder's section on the page
+    y = browser.execute_script("return [document.getElementById('paper-exchange-table').getBoundingClientRect().top,"
+                               " document.getElementById('ladder').getBoundingClientRect().top]")
+    assert y[0] < y[1]
+    page = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert page[0] <= page[1], f"the page scrolls sideways at {width} px: {page}"
+    boxes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table')).map(t => {const w = t.parentElement;"
+        " const r = w.getBoundingClientRect(); return [t.id, w.className, r.right, t.scrollWidth, w.clientWidth];})")
+    assert boxes and all(cls == "scroll" for _, cls, _, _, _ in boxes), boxes
+    assert all(right <= width + 0.5 for _, _, right, _, _ in boxes), [b for b in boxes if b[2] > width + 0.5]
+    if width == 400:  # some tables are wider than a phone: their wrapper scrolls instead of cutting columns
+        wide = [b[0] for b in boxes if b[3] > b[4]]
+        assert "paper-ladder-table" in wide, boxes
+        assert browser.execute_script(
+            "const w = document.getElementById('paper-ladder-table').parentElement;"
+            " return getComputedStyle(w).overflowX") == "auto"
+
+
+def test_render_report_from_a_ladder_json_shows_a_plugin_arm(rendered, tmp_path, capsys):
+    """``ladder --json`` with the example plugin's arm, then ``render report --from``: its row in the table, its
+    line in the figure (the manifest lists the arm the figure was drawn from), nothing else recomputed."""
+    out = tmp_path / "out"
+    shutil.copytree(rendered["out"], out)
+    js = tmp_path / "rff.json"
+    code, stdout, err = run(capsys, "ladder", "--arms", "yat-frozen,rff-frozen", "--widths", "8,16", "--seeds", "0",
+                            "--epochs", "1", "--train-size", "512", "--lr", "0.03", "--json", js, "--no-figures",
+                            "--cache-dir", rendered["memo"])
+    assert code == 0, err
+    settings = dataclasses.replace(rendered["settings"], ladder=xr.LadderSettings.from_file(js))
+    page, entries = Renderer(rendered["ws"], out, settings).report()
+    entries = {e["name"]: e for e in entries}
+    assert entries["ladder"]["status"] == "drawn from the memo" and not entries["ladder"]["computed"]
+    assert all(e["status"] == "up to date" for n, e in entries.items() if n != "ladder"), \
+        {n: e["status"] for n, e in entries.items()}
+    assert [a["arm"] for a in entries["ladder"]["data"]["arms"]] == ["yat-frozen", "rff-frozen"]
+    assert entries["ladder"]["data"]["arms"][1]["plugin"].startswith("lazylab-rff")
+    html = page.read_text()
+    table = html[html.index('id="ladder-table"'):]
+    table = table[:table.index("</table>")]
+    assert "rff-frozen" in table and "yat-frozen" in table
+    payload = json.loads(js.read_text())
+    cell = payload["arms"][1]["cells"]["16"]
+    assert f"{cell['mean']:.2f}" in table
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "not JSON"),
+    ('{"frames": [], "widths": []}', "gram --json"),
+    ('{"plan": {"arms": ["yat-frozen"], "widths": [8], "seeds": [0], "epochs": 1}, "arms": []}', "'arms' does not hold"),
+    ('[1, 2]', "not a JSON object"),
+])
+def test_render_from_a_bad_file_is_one_line(content, needle, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    for stage in ("figures", "report", "all"):
+        code, out, err = run(capsys, "render", stage, "--from", bad, "--out", tmp_path / "o", "--cache-dir", tmp_path / "m")
+        assert_one_line_error(code, err, "--from", needle)
+    assert not (tmp_path / "m").exists()
+
+
+def test_render_with_an_unknown_arm_or_two_ladders_is_refused(tmp_path, capsys):
+    code, out, err = run(capsys, "render", "report", "--arms", "yat-frozen,nope", "--out", tmp_path / "o",
+                         "--cache-dir", tmp_path / "m")
+    assert_one_line_error(code, err, "nope")
+    code, out, err = run(capsys, "render", "report", "--from", tmp_path / "x.json", "--arms", "yat-frozen",
+                         "--cache-dir", tmp_path / "m")
+    assert code == 2 and "cannot be combined with --arms" in err
+    code, out, err = run(capsys, "render", "all", "--preset", "quick", "--widths", "16", "--cache-dir", tmp_path / "m")
+    assert code == 2 and "give one" in err
+
+
+def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
+    from lazylab.cli import _render_ladder
+
+    s = _render_ladder("auto", None, "yat-frozen,rff-frozen", (8, 16), None, 2)
+    plan = dict(s.plan)
+    assert (plan["arms"], plan["widths"], plan["seeds"], plan["epochs"], plan["lr"]) == \
+        (("yat-frozen", "rff-frozen"), (8, 16), (0,), 2, None)
+    assert _render_ladder("auto", None, None, None, None, None) is None

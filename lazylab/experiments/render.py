@@ -132,11 +132,16 @@ class LadderSettings:
 
     preset: str = "auto"
     plan: tuple | None = None  # sorted (key, value) pairs of an explicit plan
+    source: str | None = None  # a ``ladder --json`` file to show instead (``render --from``)
 
     @staticmethod
     def explicit(**plan) -> "LadderSettings":
         return LadderSettings(preset="custom", plan=tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
                                                                  for k, v in plan.items())))
+
+    @staticmethod
+    def from_file(path) -> "LadderSettings":
+        return LadderSettings(preset="file", source=str(path))
 
 
 @dataclass(frozen=True)
@@ -148,9 +153,12 @@ class RenderSettings:
     trajectory: TrajectorySettings = field(default_factory=TrajectorySettings)
     ntk: NtkSettings = field(default_factory=NtkSettings)
     ladder: LadderSettings = field(default_factory=LadderSettings)
+    reference: str | None = None  # the reference results file [default: the shipped lazylab/reference/paper.json]
 
     def with_ladder(self, preset: str) -> "RenderSettings":
-        return self if self.ladder.plan is not None else replace(self, ladder=LadderSettings(preset=preset))
+        if self.ladder.plan is not None or self.ladder.source is not None:
+            return self
+        return replace(self, ladder=LadderSettings(preset=preset))
 
 
 DEFAULT_SETTINGS = RenderSettings()
@@ -464,6 +472,11 @@ def ladder_spec(ws: Workspace, s: LadderSettings) -> dict:
     ``auto`` looks in the memo only: the paper ladder if all its runs are
     there, else the quick one (whose missing runs ``ladder_result`` computes).
     """
+    if s.source is not None:
+        payload, sha = load_ladder_json(s.source)
+        plan_json = {**payload["plan"], "plugins": {a["arm"]: a.get("plugin") for a in payload["arms"]}}
+        return {"name": "file", "plan": None, "plan_json": plan_json, "note": f"from {s.source}",
+                "payload": payload, "sha256": sha, "path": str(s.source)}
     if s.plan is not None:
         name, plan, note = "custom", _plan(None, dict(s.plan)), "an explicit plan"
     elif s.preset == "auto":
@@ -498,6 +511,8 @@ def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dic
     from lazylab.experiments.ladder import run_ladder
     from lazylab.experiments.laws import analyse_ladder
 
+    if spec.get("payload") is not None:  # a ladder --json file: shown as written, nothing computed
+        return {**spec["payload"], "computed": 0, "cached": 0, "name": spec["name"], "note": spec["note"]}
     plan = spec["plan"]
     reporter = _StageReporter(progress, f"ladder ({spec['name']})")
     result = run_ladder(ws, plan, reporter)
@@ -560,3 +575,91 @@ def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
         analysis["wall"] = wall(result, convex)
     if grid is not None:
         analysis["redundancy_grid"] = grid
+
+# ------------------------------------------------- ladder files and the paper ladder
+JSON_KINDS = {  # a key only that kind's --json output has at its top level -> its name
+    "pictures": "trajectory", "frames": "gram", "curves": "readout", "checks": "ntk",
+}
+
+
+def load_ladder_json(path) -> tuple[dict, str]:
+    """``(payload, sha256)`` of a file written by ``lazylab ladder --json`` (``render --from``).
+
+    The payload is checked by ``lazylab.reference.check_payload``; a plugin arm needs no
+    installed unit here (the file carries its numbers). Older files without the
+    ``unstable``/``exchange``/``warnings`` fields are shown without them.
+    Raises: LazylabError (one line) if the file cannot be read, is not JSON, is another
+      command's JSON (``gram``, ``readout``, ``trajectory``, ``ntk``: not shown from files), a
+      ``--readout convex`` ladder, or a malformed ladder payload.
+    """
+    import hashlib
+    from pathlib import Path
+
+    from lazylab.reference import check_payload
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LazylabError(f"--from: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise LazylabError(f"--from: {path} is not JSON ({exc})") from None
+    if isinstance(payload, dict) and "plan" not in payload:
+        kind = next((k for key, k in JSON_KINDS.items() if key in payload), None)
+        if kind:
+            raise LazylabError(f"--from: {path} looks like `lazylab {kind} --json` output; render --from shows "
+                               "ladder JSON only (`lazylab ladder ... --json FILE`)")
+    if isinstance(payload, dict) and isinstance(payload.get("plan"), dict) and payload["plan"].get("readout") == "convex":
+        raise LazylabError(f"--from: {path} is a `ladder --readout convex` file; use `ladder --readout both --json`")
+    check_payload(payload, f"--from {path}")
+    return payload, hashlib.sha256(raw).hexdigest()
+
+
+def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
+    """Which paper ladder leads the report: ``{"source", "plan", "plan_json", "note", "provenance", "sha256", "path"}``.
+
+    ``source`` is ``"memo"`` when every run of the paper preset is in the memo, else
+    ``"reference"`` when the reference file (``reference``, default the shipped
+    ``lazylab/reference/paper.json``) loads, else ``"none"`` (``note`` says why). Nothing is trained.
+    """
+    import hashlib
+
+    from lazylab.reference import load_reference, reference_path
+
+    plan, why = None, ""
+    try:
+        plan = _plan("paper")
+        present, missing = ladder_in_memo(ws, plan)
+        if missing == 0:
+            plan_json = {"arms": [a.name for a in plan.arms], "plugins": {a.name: a.plugin for a in plan.arms},
+                         "widths": list(plan.widths), "seeds": list(plan.seeds), "lr": None, "data": ws.fingerprint,
+                         **plan.protocol()}
+            return {"source": "memo", "plan": plan, "plan_json": plan_json, "provenance": None, "sha256": None,
+                    "path": None, "note": f"every one of its {present} runs is in the memo at {ws.memo.directory}"}
+        why = f"the memo holds {present} of its runs, at least {missing} missing"
+    except LazylabError as exc:  # a paper arm is not loaded
+        why = str(exc)
+    path = reference or reference_path()
+    try:
+        doc = load_reference(path)
+    except LazylabError as exc:
+        return {"source": "none", "plan": None, "plan_json": None, "provenance": None, "sha256": None,
+                "path": str(path), "note": f"not complete in the memo ({why}) and {exc}"}
+    from pathlib import Path
+
+    sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return {"source": "reference", "plan": None, "plan_json": doc["payload"]["plan"], "provenance": doc["provenance"],
+            "sha256": sha, "path": str(path), "doc": doc,
+            "note": f"the memo does not hold the whole paper ladder ({why}), so the shipped reference results are shown"}
+
+
+def paper_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dict | None:
+    """The paper ladder's payload (as ``ladder_result``) from the memo or the reference file; None if neither."""
+    if spec["source"] == "memo":
+        return ladder_result(ws, {"name": "paper", "plan": spec["plan"], "note": spec["note"]}, progress)
+    if spec["source"] == "reference":
+        return {**spec["doc"]["payload"], "computed": 0, "cached": 0, "name": "paper", "note": spec["note"],
+                "provenance": spec["provenance"]}
+    return None

@@ -44,7 +44,7 @@ RENDER_SCHEMA = 1  # bump when a picture's drawing changes: every job is then re
 MANIFEST = "manifest.json"
 REPORT = "report.html"
 GIF_JOBS = ("gram", "readout", "trajectory", "ntk_lab")
-FIGURE_JOBS = ("ladder", "trajectory_finals", "ntk_lab_figure", "ntk_sweep", "ntk_scalar")
+FIGURE_JOBS = ("paper", "ladder", "trajectory_finals", "ntk_lab_figure", "ntk_sweep", "ntk_scalar")
 DATA_JOBS = ("ntk_audit",)
 VERSION_PACKAGES = ("lazylab", "jax", "jaxlib", "flax", "optax", "numpy", "matplotlib", "imageio", "pillow",
                     "click", "rich", "diskcache")
@@ -277,9 +277,20 @@ class Renderer:
             cfg = s.ntk.audit()
             spec = {"experiment": "ntk audit", "config": asdict(cfg), "memo_key": xr.audit_key(cfg),
                     "command": "lazylab ntk audit"}
+        elif name == "paper":
+            ps = self._paper_spec()
+            spec = {"experiment": "paper ladder", "source": ps["source"], "note": ps["note"], "plan": ps["plan_json"],
+                    "reference": ({"path": ps["path"], "sha256": ps["sha256"], "provenance": ps["provenance"]}
+                                  if ps["source"] == "reference" else None),
+                    "in_memo": xr.memo_extras(ws, ps["plan"]) if ps["source"] == "memo" else None,
+                    "command": "lazylab ladder --preset paper"}
+        elif name == "ladder" and self._ladder_spec()["name"] == "file":
+            ls = self._ladder_spec()
+            spec = {"experiment": "ladder", "name": "file", "note": ls["note"], "plan": ls["plan_json"],
+                    "source": {"path": ls["path"], "sha256": ls["sha256"]},
+                    "command": f"lazylab render report --from {ls['path']}"}
         elif name == "ladder":
-            ls = xr.ladder_spec(ws, s.ladder)
-            self._cache["ladder_plan"] = ls
+            ls = self._ladder_spec()
             spec = {"experiment": "ladder", "name": ls["name"], "note": ls["note"], "plan": ls["plan_json"],
                     "analysis": {"min_gain": 0.1, "climb_widths": None, "redundancy_width": 256, "redundancy_images": 4000},
                     "in_memo": xr.memo_extras(ws, ls["plan"]),  # redrawn once a wall or redundancy grid lands
@@ -289,6 +300,16 @@ class Renderer:
         spec = {**spec, "job": name, "render_schema": RENDER_SCHEMA, "data": ws.fingerprint}
         self._specs[name] = _jsonable(spec)
         return self._specs[name]
+
+    def _ladder_spec(self) -> dict:
+        if "ladder_plan" not in self._cache:
+            self._cache["ladder_plan"] = xr.ladder_spec(self.ws, self.settings.ladder)
+        return self._cache["ladder_plan"]
+
+    def _paper_spec(self) -> dict:
+        if "paper_spec" not in self._cache:
+            self._cache["paper_spec"] = xr.paper_spec(self.ws, self.settings.reference)
+        return self._cache["paper_spec"]
 
     # ------------------------------------------------------------- running
     def run(self, names) -> list[dict]:
@@ -413,17 +434,23 @@ class Renderer:
     def _job_ladder(self, spec):
         from lazylab.render.figures import accuracy_figure, movement_figure, wall_figure
 
-        self.spec("ladder")
-        payload = xr.ladder_result(self.ws, self._cache["ladder_plan"], self.progress)
+        payload = xr.ladder_result(self.ws, self._ladder_spec(), self.progress)
         self._tick("drawing ladder figures")
-        paths = accuracy_figure(payload, self.out, "ladder_accuracy") + movement_figure(payload, self.out, "ladder_movement")
-        if payload["analysis"].get("wall"):
-            paths += wall_figure(payload, self.out, "ladder_wall")
+        paths = _ladder_figures(payload, self.out, "ladder")
         self._done("drawing ladder figures")
         computed = [f"{payload['computed']} ladder runs"] if payload["computed"] else []
-        runs = payload.pop("runs")
-        payload["run_keys"] = sorted(r["key"] for r in runs)
-        return paths, payload, computed
+        return paths, _payload_data(payload), computed
+
+    def _job_paper(self, spec):
+        ps = self._paper_spec()
+        payload = xr.paper_result(self.ws, ps, self.progress)
+        if payload is None:
+            return [], {"source": "none", "note": ps["note"]}, []
+        self._tick("drawing the paper ladder's figures")
+        paths = _ladder_figures(payload, self.out, "paper")
+        self._done("drawing the paper ladder's figures")
+        computed = [f"{payload['computed']} paper ladder runs"] if payload["computed"] else []
+        return paths, {**_payload_data(payload), "source": ps["source"]}, computed
 
     def _job_trajectory_finals(self, spec):
         res, computed = self._trajectory()
@@ -485,6 +512,29 @@ class Renderer:
         return self.out / REPORT, entries
 
 
+def _ladder_figures(payload: dict, directory: Path, prefix: str) -> list[Path]:
+    """``<prefix>_accuracy`` and ``<prefix>_movement`` (and ``<prefix>_wall`` when the payload has the wall)."""
+    from lazylab.render.figures import accuracy_figure, movement_figure, wall_figure
+
+    paths = accuracy_figure(payload, directory, f"{prefix}_accuracy")
+    paths += movement_figure(payload, directory, f"{prefix}_movement")
+    if payload["analysis"].get("wall"):
+        paths += wall_figure(payload, directory, f"{prefix}_wall")
+    return paths
+
+
+def _payload_data(payload: dict) -> dict:
+    """What the manifest keeps of a ladder payload: everything but the run records, which become their
+    memo keys (``run_keys``) and the unstable ones (``unstable_runs``: arm, width, seed, lr, best_acc, reason)."""
+    payload = dict(payload)
+    runs = payload.pop("runs")
+    payload["run_keys"] = sorted(r["key"] for r in runs if "key" in r)
+    payload["unstable_runs"] = [{"arm": r["config"]["arm"], "width": r["config"]["width"], "seed": r["config"]["seed"],
+                                 "lr": r["config"]["lr"], "best_acc": r.get("best_acc"), "unstable": r["unstable"]}
+                                for r in runs if r.get("unstable")]
+    return payload
+
+
 # --------------------------------------------------------------------- html
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;color:#1b1b1b;background:#fafafa;line-height:1.45}
@@ -502,6 +552,13 @@ th{background:#f0f0f0}td.l,th.l{text-align:left}
 details{margin:.5rem 0 1rem;font-size:.85rem}summary{cursor:pointer;color:#0b5cad}
 pre{background:#f3f3f3;padding:.6rem;overflow-x:auto;font-size:.78rem;max-height:28rem}
 .note{color:#555;font-size:.9rem}code{background:#f0f0f0;padding:0 .2rem}
+p,li,figcaption,.source,summary{overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}.scroll table{margin:0}.scroll{margin:.6rem 0}
+.source{background:#fff8e1;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.6rem 0;font-size:.9rem}
+.answer{font-size:1.12rem;font-weight:600;background:#eef5ff;border-left:4px solid #0b5cad;padding:.5rem .8rem}
+.unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
+ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
+@media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}}
 """
 
 
@@ -527,7 +584,8 @@ def _table(header: list[str], rows: list[list], table_id: str | None = None, lef
     head = "".join(f'<th{" class=l" if i in lefts else ""}>{_e(h)}</th>' for i, h in enumerate(header))
     body = "".join("<tr>" + "".join(f'<td{" class=l" if i in lefts else ""}>{c}</td>' for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
-    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # The wrapper scrolls sideways on a narrow screen instead of cutting columns.
+    return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _img(entry: dict | None, fname: str, alt: str, caption: str) -> str:
@@ -574,7 +632,85 @@ def _checks_table(checks: list[dict], table_id: str) -> str:
     return _table(["check", "measured", "criterion", "result"], rows, table_id, left={0, 2, 3})
 
 
-def _ladder_section(e: dict | None) -> str:
+_ACCURACY_CAPTION = ("Test accuracy (best epoch, %) vs width m (log x), mean over seeds with their std as error "
+                     "bars; trained arms dashed; reference rungs dotted (outside values, not run here).")
+
+
+def _unstable_mark(cell: dict) -> str:
+    """`` <span class=unstable>`` naming how many seeds of a cell are unstable (contract: ``cell["unstable"]``), or ``""``."""
+    k = cell.get("unstable") or 0
+    if not k:
+        return ""
+    return (f' <span class="unstable" title="{k} of {cell.get("n", "?")} seeds unstable: training loss above ln 10 at '
+            f'the best epoch, or rising far above its minimum">⚠ {k} unstable</span>')
+
+
+def _unstable_table(d: dict, pid: str) -> str:
+    """The unstable runs (``_payload_data``'s ``unstable_runs``) with their one-line reasons; ``""`` if none."""
+    runs = d.get("unstable_runs") or []
+    if not runs:
+        return ""
+    rows = [[_e(r["arm"]), _e(r["width"]), _e(r["seed"]), _f(r["lr"], "g"), _f(r.get("best_acc")),
+             '<span class="unstable">⚠ unstable</span> ' + _e(r["unstable"])] for r in runs]
+    return ("<h3>Unstable runs</h3><p class=note>Training loss at the best epoch above chance (ln 10), or rising far "
+            "above its minimum. Kept in every table and fit (the protocol's bracket rule is unchanged, SPEC section 5) and "
+            "marked ⚠; bracket runs at other rates (m = 256, seed 0) are listed too, with their lr.</p>"
+            + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
+
+
+def _exchange_block(d: dict, pid: str) -> list[str]:
+    """The study's answer for one ladder: ``analysis["exchange"]`` (sentence, then a table of each trained arm and
+    width against the frozen width of the same unit that matches it; ``text`` shown verbatim) and ``analysis["warnings"]``."""
+    a = d["analysis"]
+    ex = a.get("exchange")
+    out = []
+    if not ex:
+        out.append("<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
+                   "<code>lazylab ladder ... --json</code> with this version adds it.</p>")
+    else:
+        if ex.get("sentence"):
+            out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
+        rows = [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
+                 _e(r.get("text")), _f(r.get("floor_acc"))] for r in ex.get("rows") or []]
+        if rows:
+            out.append(_table(["trained arm", "m", "trained acc (%)", "frozen bank", "frozen width that matches it",
+                               "frozen law's limit (acc %)"], rows, f"{pid}exchange-table", left={0, 3, 4}))
+        else:
+            out.append("<p class=note>No trained arm with a frozen bank of the same unit here: no exchange rate.</p>")
+    warnings = a.get("warnings") or []
+    if warnings:
+        out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
+    return out
+
+
+def _paper_section(e: dict | None) -> str:
+    """The page's lead: the paper ladder, from the memo or the shipped reference results (labelled), its accuracy
+    figure, exchange rate and warnings first; then its tables."""
+    if not e or e["data"].get("source") in (None, "none"):
+        note = (e or {}).get("data", {}).get("note", "no paper ladder")
+        return (f"<p class=note>No paper ladder to show: {_e(note)}. <code>lazylab ladder</code> computes it (hours on "
+                "two cores); a release ships it as <code>lazylab/reference/paper.json</code>.</p>")
+    d = e["data"]
+    prov = d.get("provenance") or {}
+    if d["source"] == "reference":
+        label = (f'<div class="source" id="paper-source"><b>Shipped reference results</b>, not computed on this machine: '
+                 f"{_e(prov.get('runs'))} runs computed {_e(prov.get('when'))} (UTC) on {_e(prov.get('where'))} by "
+                 f"lazylab {_e(prov.get('lazylab'))} (<code>{_e(prov.get('code'))}</code>), "
+                 f"<code>{_e(prov.get('command'))}</code>; data fingerprint <code>{_e(prov.get('data'))}</code>. "
+                 "Once every run of the paper preset is in your memo, this section shows yours instead.</div>")
+    else:
+        label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
+                 f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
+    return "\n".join([label, *_exchange_block(d, "paper-"),
+                      _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", _ACCURACY_CAPTION),
+                      _ladder_section(e, "paper-", "paper", lead=True)])
+
+
+def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
+    """One ladder's block: (unless ``lead``, which puts them in ``_paper_section``) the exchange rate and warnings,
+    then its table, figures, unstable runs, movement law, gap, wall and redundancy. ``pid`` prefixes every
+    table id; ``stem`` the figure files (``<stem>_accuracy.png``).
+    """
     if not e:
         return "<p class=note>No ladder.</p>"
     d = e["data"]
@@ -589,7 +725,7 @@ def _ladder_section(e: dict | None) -> str:
             if c is None or c.get("mean") is None:
                 cells.append("diverged" if c else "-")
             else:
-                cells.append(f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else ""))
+                cells.append(f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") + _unstable_mark(c))
         f = law.get(a["arm"], {})
         if "skipped" in f or not f:
             used = ",".join(map(str, f.get("widths", []))) or "-"
@@ -600,44 +736,46 @@ def _ladder_section(e: dict | None) -> str:
         rows.append([_e(a["arm"]), "diverged" if a["lr"] is None else _f(a["lr"], "g"), *cells, *fit])
     header = ["arm", "lr", *[f"m={w}" for w in widths], "floor (%)", "c", "alpha", "R²", "widths fitted"]
     seeds = ",".join(map(str, plan["seeds"]))
-    out = [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, mean ± std over "
+    out = [] if lead else _exchange_block(d, pid)
+    out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, mean ± std over "
            f"seeds {_e(seeds)}; {plan['epochs']} epoch{'s' if plan['epochs'] != 1 else ''} on {plan['train_size']:,} "
            f"training images; " + (f"every rate fixed at {plan['lr']:g}. " if plan.get("lr") is not None else
                                    "each arm's rate bracketed at m = 256, seed 0 over its grid. ") + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
            f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
-           _table(header, rows, "ladder-table", left={0, -1}),
-           _img(e, "ladder_accuracy.png", "accuracy vs width", "Test accuracy vs width (log x), seed std as error bars, "
-                "trained arms dashed, reference rungs dotted."),
-           _img(e, "ladder_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
-                "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]
+           _table(header, rows, f"{pid}ladder-table", left={0, -1})]
+    if not lead:
+        out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _ACCURACY_CAPTION))
+    out += [_unstable_table(d, pid),
+            _img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
+                 "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]
     mv, ml = d["analysis"].get("movement") or {}, d["analysis"].get("movement_law") or {}
     if mv:
         mw = sorted({int(w) for per in mv.values() for w in per})
         rows = [[_e(arm), *[_f(per.get(str(w), {}).get("mean"), ".4g") for w in mw],
                  _f(ml.get(arm, {}).get("slope"), ".3f"), _f(ml.get(arm, {}).get("r2"), ".4f")] for arm, per in mv.items()]
-        out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, "movement-table")]
+        out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table")]
     gap = d["analysis"].get("gap") or {}
     if gap:
         gw = sorted({int(w) for g in gap.values() for w in g["per_width"]})
         rows = [[_e(n), *[_f(g["per_width"].get(str(w)), "+.2f") for w in gw], _e(g.get("largest_at")), _e(g.get("smallest_at"))]
                 for n, g in gap.items()]
         out += ["<h3>Gap: trained − frozen accuracy (points)</h3>",
-                _table(["pair", *[f"m={w}" for w in gw], "largest at", "smallest at"], rows, "gap-table")]
+                _table(["pair", *[f"m={w}" for w in gw], "largest at", "smallest at"], rows, f"{pid}gap-table")]
     else:
         out.append("<p class=note>No frozen/trained pair sharing unit and init in this ladder: no gap.</p>")
-    out += _wall_section(e)
+    out += _wall_section(e, pid, stem)
     red = d["analysis"].get("redundancy") or {}
     if red:
         rows = [[_e(b), _f(r.get("mean_abs_corr"), ".4f"), _f(r.get("participation_ratio"), ".1f"), _e(r.get("n", ""))]
                 for b, r in red.items()]
         s = d["analysis"]["settings"]
         out += [f"<h3>Redundancy of each frozen bank (m = {s['redundancy_width']})</h3>",
-                _table(["bank", "mean |off-diagonal corr|", "participation ratio", "images"], rows, "redundancy-table")]
+                _table(["bank", "mean |off-diagonal corr|", "participation ratio", "images"], rows, f"{pid}redundancy-table")]
     out.append(_provenance(e))
-    return "\n".join(out)
+    return "\n".join(o for o in out if o)
 
 
-def _wall_section(e: dict) -> list[str]:
+def _wall_section(e: dict, pid: str = "", stem: str = "ladder") -> list[str]:
     """The wall (protocol readout against the convex optimum) and the redundancy grid, when the memo has them."""
     d = e["data"]
     w = d["analysis"].get("wall")
@@ -664,8 +802,8 @@ def _wall_section(e: dict) -> list[str]:
                 "images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
                 "* : the solve ended on the objective-change rule or the iteration cap, not the gradient rule.</p>",
                 _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
-                       rows, "wall-table"),
-                _img(e, "ladder_wall.png", "protocol and convex readouts vs width",
+                       rows, f"{pid}wall-table"),
+                _img(e, f"{stem}_wall.png", "protocol and convex readouts vs width",
                      "Per frozen arm: protocol best_acc (solid) and the convex optimum's test accuracy (dashed) vs width, "
                      "the gap shaded.")]
     grid = d["analysis"].get("redundancy_grid")
@@ -678,7 +816,7 @@ def _wall_section(e: dict) -> list[str]:
                 "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
                 "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
                 "that seed no unit the data bank is the more redundant one (docs/results.md).</p>",
-                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, "redundancy-grid", left={0, 1, 2})]
+                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, f"{pid}redundancy-grid", left={0, 1, 2})]
     else:
         out.append("<p class=note>Redundancy for each fan-in and image sample: not in the memo; <code>lazylab "
                    "redundancy</code> adds it (docs/results.md, \"Redundancy, reconciled\").</p>")
@@ -695,10 +833,22 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
              f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Every picture below comes from the "
              f"memo (or was computed for it); its exact configuration, memo keys and the versions that drew it are "
              f"under each one.</p>",
-             '<nav><a href="#ladder">ladder</a><a href="#gram">Gram</a><a href="#readout">readout</a>'
+             '<nav><a href="#paper">paper ladder</a><a href="#ladder">your ladder</a><a href="#gram">Gram</a><a href="#readout">readout</a>'
              '<a href="#trajectory">trajectories</a><a href="#ntk">NTK</a><a href="#provenance">versions</a></nav>']
 
-    parts.append('<section id="ladder"><h2>Width ladder</h2>' + _ladder_section(J.get("ladder")) + "</section>")
+    pplan = ((J.get("paper") or {}).get("data") or {}).get("plan") or {}
+    shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
+             if pplan.get("arms") else "")
+    parts.append(f'<section id="paper"><h2>The answer: the paper ladder{shape}</h2>'
+                 + _paper_section(J.get("paper")) + "</section>")
+    lad, pap = J.get("ladder"), J.get("paper")
+    if lad and pap and lad["data"].get("name") == "paper" and pap["data"].get("source") == "memo":
+        body = "<p class=note>Your ladder is the paper ladder, shown above from your memo.</p>"
+    else:
+        body = ("<p class=note>The ladder you asked for (<code>--preset</code>, <code>--arms</code>/<code>--widths</code>/"
+                "<code>--seeds</code>/<code>--epochs</code> or <code>--from</code>; by default the quick preset), beside "
+                "the paper ladder, never in its place.</p>" + _ladder_section(lad))
+    parts.append('<section id="ladder"><h2>Your ladder</h2>' + body + "</section>")
 
     g = J.get("gram")
     if g:

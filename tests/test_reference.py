@@ -1,0 +1,162 @@
+"""The shipped reference results (lazylab/reference/paper.json), their loader and their export script.
+
+``check_reference`` holds every check of a reference file against its own records; it runs on the
+shipped file (which must be the whole paper ladder: 260 runs) and on one exported here from a tiny
+real ladder (2 arms, 2 widths, 1 epoch on 512 real Fashion-MNIST images, rates bracketed: seconds).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lazylab.errors import LazylabError
+from lazylab.experiments import Workspace
+from lazylab.experiments import render as xr
+from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH, PAPER_ARMS, PAPER_WIDTHS
+from lazylab.reference import (KIND, PROVENANCE_KEYS, build_reference, dump_reference, load_reference,
+                               reference_path)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_PLAN = dict(arms=["yat-frozen", "yat-trained"], widths=[8, 16], seeds=[0], epochs=1, train_size=512, lr=None)
+
+
+def _export_script():
+    spec = importlib.util.spec_from_file_location("export_reference", ROOT / "scripts" / "export_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_reference(doc: dict) -> None:
+    """Every number of a reference document agrees with its own run records (see the module docstring)."""
+    assert doc["kind"] == KIND and set(PROVENANCE_KEYS) <= set(doc["provenance"])
+    p = doc["payload"]
+    plan, runs = p["plan"], p["runs"]
+    prov = doc["provenance"]
+    assert prov["runs"] == len(runs) and len({r["key"] for r in runs}) == len(runs)
+    assert plan["data"] == prov["data"]
+    assert all(r["config"]["code"] == prov["code"] for r in runs), "a run computed by another code identity"
+    assert prov["lazylab"] in prov["code"]
+    seeds = plan["seeds"]
+    expected = 0
+    for a in p["arms"]:
+        assert not a.get("failed"), a["arm"]
+        if plan["lr"] is None:
+            grid = [float(lr) for lr in a["bracket"]]
+            assert a["lr"] == max((acc, -i, lr) for i, (lr, acc) in enumerate(zip(grid, a["bracket"].values()))
+                                  if acc is not None)[2], f"{a['arm']}: the chosen rate is not the bracket's best"
+            expected += len(grid) - (BRACKET_WIDTH in plan["widths"] and BRACKET_SEED in seeds)
+            for lr, acc in zip(grid, a["bracket"].values()):
+                [b] = [r for r in runs if r["config"]["arm"] == a["arm"] and r["config"]["width"] == BRACKET_WIDTH
+                       and r["config"]["seed"] == BRACKET_SEED and r["config"]["lr"] == lr]
+                assert b["best_acc"] == acc
+        expected += len(plan["widths"]) * len(seeds)
+        for w in plan["widths"]:
+            cell = a["cells"][str(w)]
+            mine = [r for r in runs if r["config"]["arm"] == a["arm"] and r["config"]["width"] == w
+                    and r["config"]["lr"] == a["lr"] and r["config"]["seed"] in seeds]
+            assert sorted(r["config"]["seed"] for r in mine) == sorted(seeds) == sorted(cell["seeds"])
+            accs = [r["best_acc"] for r in mine if r["best_acc"] is not None]
+            assert cell["n"] == len(mine) and cell["diverged"] == sum(r["diverged"] is not None for r in mine)
+            if accs:
+                assert math.isclose(cell["mean"], float(np.mean(accs)), abs_tol=1e-9), (a["arm"], w)
+            else:
+                assert cell["mean"] is None
+            if "unstable" in cell:
+                assert cell["unstable"] == sum(bool(r.get("unstable")) for r in mine), (a["arm"], w)
+            for r in mine:
+                assert r["config"]["epochs"] == plan["epochs"] and r["config"]["train_size"] == plan["train_size"]
+                assert len(r["curve"]) == len(r["train_loss"]) <= plan["epochs"]
+                if r["best_acc"] is not None:
+                    assert r["best_acc"] == max(r["curve"]) and r["best_epoch"] == int(np.argmax(r["curve"])) + 1
+    assert len(runs) == expected
+    law = p["analysis"]["ladder_law"]
+    assert set(law) == set(plan["arms"])
+
+
+def test_the_shipped_reference_is_the_whole_paper_ladder_and_agrees_with_its_records():
+    path = reference_path()
+    if not path.is_file():
+        pytest.fail(f"{path} is not in this tree: export it with `python scripts/export_reference.py --cache-dir MEMO` "
+                    "from a memo holding the whole paper ladder (docs/render.md)")
+    assert path.stat().st_size < 600_000, "the reference file should stay a few hundred KB"
+    doc = load_reference()
+    plan = doc["payload"]["plan"]
+    assert doc["preset"] == "paper"
+    assert (plan["arms"], plan["widths"], plan["seeds"], plan["epochs"], plan["train_size"], plan["lr"]) == \
+        (list(PAPER_ARMS), list(PAPER_WIDTHS), [0, 1, 2], 12, 60000, None)
+    assert len(doc["payload"]["runs"]) == 260 == xr._plan("paper").n_runs()
+    check_reference(doc)
+    assert doc["provenance"]["where"] and doc["provenance"]["when"][:2] == "20"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny real ladder in a fresh memo, and its reference document."""
+    from lazylab.experiments.ladder import run_ladder
+
+    memo = tmp_path_factory.mktemp("refmemo")
+    ws = Workspace(cache_dir=memo)
+    plan = xr._plan(None, TINY_PLAN)
+    run_ladder(ws, plan)
+    doc = build_reference(ws, plan, "tiny", where="test machine", when="2026-01-02")
+    path = tmp_path_factory.mktemp("ref") / "tiny.json"
+    path.write_text(dump_reference(doc))
+    return {"memo": memo, "doc": doc, "path": path, "plan": plan}
+
+
+def test_an_exported_reference_reads_back_and_agrees_with_its_records(tiny):
+    doc = load_reference(tiny["path"])
+    assert doc == json.loads(json.dumps(tiny["doc"]))
+    check_reference(doc)
+    assert len(doc["payload"]["runs"]) == 4 + 4 + 3 and doc["provenance"]["when"] == "2026-01-02"
+    assert doc["provenance"]["command"] == "lazylab ladder --preset tiny"
+    # what `lazylab ladder --report --json` writes for the same plan
+    accs = {r["key"]: r["best_acc"] for r in doc["payload"]["runs"]}
+    assert all(0 < a <= 100 for a in accs.values())
+
+
+def test_a_changed_record_breaks_the_check(tiny):
+    doc = json.loads(json.dumps(tiny["doc"]))
+    doc["payload"]["runs"][0]["best_acc"] += 1.0
+    with pytest.raises(AssertionError):
+        check_reference(doc)
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda t: "{not json", "not JSON"),
+    (lambda t: t.replace(KIND, "something else"), "not a lazylab reference file"),
+    (lambda t: t.replace('"schema": 1', '"schema": 99'), "schema 99"),
+    (lambda t: t.replace('"where":', '"wear":'), "provenance lacks 'where'"),
+    (lambda t: t.replace('"runs": 11', '"runs": 12'), "12 runs"),
+    (lambda t: t.replace('"widths": [8, 16]', '"widths": [8, "x"]'), "plan.widths"),
+    (lambda t: t.replace('"arm": "yat-trained"', '"arm": "other"', 1), "'arms' does not hold"),
+])
+def test_a_bad_reference_file_is_one_line(tiny, tmp_path, damage, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_text(damage(tiny["path"].read_text()))
+    with pytest.raises(LazylabError) as exc:
+        load_reference(bad)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(LazylabError, match="no such file"):
+        load_reference(tmp_path / "absent.json")
+
+
+def test_the_export_script_refuses_an_incomplete_memo_in_one_line(tiny, tmp_path, capsys):
+    code = _export_script().main(["--cache-dir", str(tiny["memo"]), "--out", str(tmp_path / "paper.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "paper ladder" in err[0], err
+    assert not (tmp_path / "paper.json").exists()
+    code = _export_script().main(["--cache-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "paper.json")])
+    assert code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def test_the_reference_is_package_data():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"lazylab.reference" = ["*.json"]' in text
