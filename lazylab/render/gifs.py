@@ -18,9 +18,10 @@ import numpy as np
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
 from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
+from lazylab.render.style import RIGHT_COLOUR, WRONG_COLOUR, arm_style, shades
 
-DPIS = (100, 80, 64, 50)  # tried in turn until the file fits in MAX_GIF_BYTES
-GREEN, ORANGE = "#1a9850", "#f46d43"
+DPIS = (100, 80, 64, 50)
+TICK, CROSS = "\u2713", "\u2717"  # the readout's verdict on each garment, beside its colour  # tried in turn until the file fits in MAX_GIF_BYTES
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,11 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
 
     Left: test accuracy (%) against optimisation step for every width, drawn
     up to the current step with the current values written at the line ends.
-    Right: the shown test garments, each framed green (right) or orange
-    (wrong) by the widest readout's prediction at that step, with the
-    predicted class name.
+    Each width is a shade of the arm's unit colour (``lazylab.render.style``;
+    the widest the full colour). Right: the shown test garments, each with
+    the widest readout's prediction at that step marked ✓ (right) or ✗
+    (wrong) above it, its true label below it, and a frame in bluish green
+    or vermillion (Okabe–Ito): the verdict never rests on colour alone.
 
     Args: ``result``: a ``ReadoutResult``; ``path``: the ``.gif`` to write.
     Returns: GifInfo. Raises: LazylabError if it cannot fit in ``max_bytes``.
@@ -162,9 +165,11 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
     cols = 4
     rows = int(np.ceil(n_show / cols))
     side = int(round(result.show_images.shape[1] ** 0.5))
-    colors = ["tab:gray", "tab:blue", "tab:purple", "tab:brown"]
     top = max(float(c.acc.max()) for c in curves)
     arm = curves[0].config["arm"]
+    order = sorted(range(len(curves)), key=lambda k: curves[k].width)
+    tints = shades(arm_style(arm).colour, len(curves))  # light (narrowest) to the full colour (widest)
+    colour_of = {k: tints[order.index(k)] for k in range(len(curves))}
 
     def draw(dpi):
         fig = figure((10.0, 4.8), dpi)
@@ -178,12 +183,15 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
         ax.tick_params(labelsize=8)
         lines, texts = [], []
         for k, c in enumerate(curves):
-            color = "tab:red" if c is widest else colors[k % len(colors)]
-            (ln,) = ax.plot([], [], "-", lw=2, color=color, label=f"m = {c.width}")
+            color = colour_of[k]
+            (ln,) = ax.plot([], [], "-", lw=1.4 + 1.2 * order.index(k) / max(1, len(curves) - 1), color=color,
+                            label=f"m = {c.width}")
             lines.append(ln)
             texts.append(ax.text(0.97, 0.30 - 0.07 * (len(curves) - 1 - k), "", fontsize=10, color=color,
                                  fontweight="bold", ha="right", va="center", transform=ax.transAxes))
-        ax.legend(loc="lower right", fontsize=8, frameon=False, title="bank width", title_fontsize=8)
+        # The stacked labels are the key (colour and line width per bank width): no legend box over the lines.
+        ax.text(0.97, 0.30 + 0.07, "bank width: accuracy now", fontsize=8, color="0.3", ha="right", va="center",
+                transform=ax.transAxes)
         counter = ax.set_title("", fontsize=12, fontweight="bold")
         fig.suptitle(f"{arm}: linear readouts on frozen banks, {curves[0].config['train_size']:,} training images",
                      fontsize=11)
@@ -195,8 +203,9 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
             a.set_yticks([])
             for s in a.spines.values():
                 s.set_linewidth(4)
-            thumbs.append((a, a.set_title("", fontsize=6.5)))
-        fig.text(0.72, 0.905, f"predicted class by the m = {widest.width} readout: green right, orange wrong",
+            a.set_xlabel(f"true: {CLASS_NAMES[int(truth[j])]}", fontsize=6, labelpad=2, color="0.2")
+            thumbs.append((a, a.set_title("", fontsize=6.5, pad=3)))
+        fig.text(0.72, 0.905, f"above: the m = {widest.width} readout's prediction, \u2713 right / \u2717 wrong; below: true label",
                  ha="center", fontsize=8)
 
         frames = []
@@ -207,10 +216,10 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
             counter.set_text(f"step {int(s)} / {int(steps[-1])}")
             for j, (a, title) in enumerate(thumbs):
                 right = verdict_preds[i, j] == truth[j]
-                color = GREEN if right else ORANGE
+                color = RIGHT_COLOUR if right else WRONG_COLOUR
                 for sp in a.spines.values():
                     sp.set_edgecolor(color)
-                title.set_text(CLASS_NAMES[int(verdict_preds[i, j])])
+                title.set_text(f"{TICK if right else CROSS} {CLASS_NAMES[int(verdict_preds[i, j])]}")
                 title.set_color(color)
             frames.append(grab(fig))
         durations = [frame_ms] * (len(frames) - 1) + [hold_ms]

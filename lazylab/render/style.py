@@ -157,6 +157,6 @@ def shades(colour: str, n: int) -> list[tuple]:
         return [(r, g, b)]
     out = []
     for k in range(n):
-        t = 0.35 + 0.65 * k / (n - 1)  # weight of the colour against white
+        t = 0.5 + 0.5 * k / (n - 1)  # weight of the colour against white (at least half: text stays legible)
         out.append((1 - t + t * r, 1 - t + t * g, 1 - t + t * b))
     return out
