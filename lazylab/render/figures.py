@@ -183,7 +183,7 @@ def accuracy_figure(payload: dict, directory: str | Path, stem: str = "accuracy"
 
 
 def movement_figure(payload: dict, directory: str | Path, stem: str = "movement", sqrt_sign: str = "auto") -> list[Path]:
-    """Relative prototype movement vs width, log-log: ``<directory>/<stem>.png`` and ``.svg``.
+    """Relative prototype movement vs width, log-log: ``<directory>/<stem>.png`` and ``.svg`` (``movement_plot``).
 
     Args:
       payload: as for ``accuracy_figure``, with ``payload["analysis"]["movement"]``
@@ -195,6 +195,14 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
     Returns: the two paths written; [] (no file, an older one removed) when no trained arm
     has a positive movement (frozen banks do not move).
     """
+    fig = movement_plot(payload, sqrt_sign)
+    if fig is None:
+        return _discard(Path(directory), stem)
+    return _save(fig, Path(directory), stem)
+
+
+def movement_plot(payload: dict, sqrt_sign: str = "auto"):
+    """The movement-vs-width ``Figure`` (not saved; see ``movement_figure``), or None without a trained arm's movement."""
     analysis = payload.get("analysis") or {}
     movement = analysis.get("movement") or {}
     laws = analysis.get("movement_law") or {}
@@ -206,7 +214,7 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
         if pts:
             series.append((arm, pts))
     if not series:
-        return _discard(Path(directory), stem)
+        return None
     fig = figure((8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     logs = []
@@ -245,7 +253,7 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
     ax.set_ylabel("relative movement ||W_end − W0||_F / ||W0||_F\n(dimensionless, log axis)")
     ax.set_title("How far trained prototypes travel, mean ± std over seeds", fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
-    return _save(fig, Path(directory), stem)
+    return fig
 
 
 def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> list[Path]:
@@ -261,10 +269,18 @@ def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> lis
     Returns: the two paths written (``<stem>.png``, ``.svg``); [] (no file, an older one
     removed) when no arm has a row.
     """
+    fig = wall_plot(payload)
+    if fig is None:
+        return _discard(Path(directory), stem)
+    return _save(fig, Path(directory), stem)
+
+
+def wall_plot(payload: dict):
+    """The wall's ``Figure`` (not saved; see ``wall_figure``), or None when no arm has a row."""
     wall = (payload.get("analysis") or {}).get("wall") or {}
     arms = {a: rows for a, rows in (wall.get("arms") or {}).items() if rows}
     if not arms:
-        return _discard(Path(directory), stem)
+        return None
     widths = [int(w) for w in payload["plan"]["widths"]]
     cols = min(len(arms), 2)
     rows_n = math.ceil(len(arms) / cols)
@@ -293,7 +309,7 @@ def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> lis
     fig.legend(handles=key, fontsize=8, ncols=3, loc="outside lower center", frameon=False)
     seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
     fig.suptitle(f"The wall: frozen readouts against their convex optimum, mean over seeds {seeds}", fontsize=10)
-    return _save(fig, Path(directory), stem)
+    return fig
 
 
 def ladder_figures(payload: dict, directory: str | Path) -> list[Path]:
