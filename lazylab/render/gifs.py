@@ -111,6 +111,8 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         rlabel = "raw K, relative" + (f" (slope {result.raw_fit['slope']:.3f})" if result.raw_fit.get("slope") is not None else "")
         (rline,) = ad.plot([], [], "s-", ms=2, color="tab:orange", lw=0.8, label=rlabel)
         ad.legend(fontsize=6.5, loc="lower left", frameon=False)
+        ad.set_xlabel("units m (log)", fontsize=8)
+        ad.set_ylabel("distance (dimensionless, log)", fontsize=7.5)
         ad.set_title(r"distance to the reference: $\|G_m - G_{\rm ref}\|_F$ and $\|K_m - K_{\rm ref}\|_F / \|K_{\rm ref}\|_F$", fontsize=8)
         ad.tick_params(labelsize=7)
 
@@ -124,6 +126,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         (cline,) = ac.plot([], [], "o-", ms=3, color="tab:green", lw=1)
         ac.set_title("block contrast (within \u2212 cross class)", fontsize=9)
         ac.set_xlabel("units m (log)", fontsize=8)
+        ac.set_ylabel("cosine difference", fontsize=7.5)
         ac.legend(fontsize=7, loc="upper left", frameon=False)
         ac.tick_params(labelsize=7)
 
