@@ -71,7 +71,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
 
     def draw(dpi):
         fig = figure((10.0, 4.8), dpi)
-        gs = fig.add_gridspec(2, 2, width_ratios=(1.0, 1.1), left=0.12, right=0.97, top=0.86, bottom=0.11,
+        gs = fig.add_gridspec(2, 2, width_ratios=(1.0, 1.1), left=0.10, right=0.80, top=0.86, bottom=0.11,
                               wspace=0.32, hspace=0.55)
         ax = fig.add_subplot(gs[:, 0])
         im = ax.imshow(grams[0], vmin=vmin, vmax=1.0, cmap="magma", interpolation="nearest")
@@ -104,13 +104,14 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         if fit.get("slope") is not None:
             xs = np.array(fit["widths"], float)
             ad.plot(xs, np.exp(fit["intercept"]) * xs ** fit["slope"], "--", color="tab:blue", lw=1,
-                    label=f"G fit over m \u2265 {fit['min_width']}: slope {fit['slope']:.3f}")
+                    label=f"G fit over m \u2265 {fit['min_width']}:\nslope {fit['slope']:.3f}")
             ad.plot(xs, np.exp(fit["intercept"]) * xs[0] ** fit["slope"] * (xs / xs[0]) ** -0.5, ":", color="k",
                     lw=1, label=r"Monte Carlo $m^{-1/2}$")
         (dline,) = ad.plot([], [], "o-", ms=3, color="tab:red", lw=1, label="normalised G")
-        rlabel = "raw K, relative" + (f" (slope {result.raw_fit['slope']:.3f})" if result.raw_fit.get("slope") is not None else "")
+        rlabel = "raw K, relative" + (f"\n(slope {result.raw_fit['slope']:.3f})" if result.raw_fit.get("slope") is not None else "")
         (rline,) = ad.plot([], [], "s-", ms=2, color="tab:orange", lw=0.8, label=rlabel)
-        ad.legend(fontsize=6.5, loc="lower left", frameon=False)
+        ad.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  frameon=False)  # beside the panel, never over its points
         ad.set_xlabel("units m (log)", fontsize=8)
         ad.set_ylabel("distance (dimensionless, log)", fontsize=7.5)
         ad.set_title(r"distance to the reference: $\|G_m - G_{\rm ref}\|_F$ and $\|K_m - K_{\rm ref}\|_F / \|K_{\rm ref}\|_F$", fontsize=8)
@@ -127,7 +128,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         ac.set_title("block contrast (within \u2212 cross class)", fontsize=9)
         ac.set_xlabel("units m (log)", fontsize=8)
         ac.set_ylabel("cosine difference", fontsize=7.5)
-        ac.legend(fontsize=7, loc="upper left", frameon=False)
+        ac.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
         ac.tick_params(labelsize=7)
 
         frames = []
