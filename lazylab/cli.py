@@ -840,10 +840,12 @@ def _scalars_text(start: dict, end: dict) -> str:
               help="Folder for the GIFs and PNGs [default: $LAZYLAB_OUT/trajectory or out/trajectory].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the per-epoch records (no snapshot arrays) as JSON.")
+@click.option("--prototype-scale", type=click.Choice(["per-image", "shared"]), default="per-image", show_default=True,
+              help="Prototype picture: each image on its own symmetric colour scale, or one scale for all.")
 @backend_options
 @data_options
-def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, data_dir, cache_dir,
-               backend, address, task_cpus, task_gpus):
+def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, prototype_scale,
+               data_dir, cache_dir, backend, address, task_cpus, task_gpus):
     """Watch trained prototypes travel: snapshots, travel and accuracy per epoch, and two GIFs."""
     from lazylab.experiments import Workspace
     from lazylab.experiments.trajectory import TrajectoryPlan, run_trajectory, validate
@@ -872,7 +874,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     out.print(table)
     out.print(f"runs: {reporter.computed} computed, {reporter.cached} from the memo at {ws.memo.directory}"
               + _backend_note(backend))
-    rendered = render_trajectory(result, out_dir)
+    rendered = render_trajectory(result, out_dir, prototype_scale)
     for note in result.notes + rendered["notes"]:
         out.print(f"note: {note}")
     for name, f in rendered["files"].items():
@@ -880,6 +882,10 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
         out.print(f"wrote {f['path']}{frames}, {f['bytes'] / 1024:.0f} KiB")
     if rendered["colour_scale"] is not None:
         out.print(f"prototype colour scale: [-{rendered['colour_scale']:g}, {rendered['colour_scale']:g}] for every row and frame")
+    elif rendered["image_scales"] is not None:
+        lo, hi = rendered["image_scales"]
+        out.print(f"prototype colour scale: per image, [-max|w|, max|w|] of each image (max|w| from {lo:.3g} to {hi:.3g}); "
+                  "--prototype-scale shared for one scale")
     if json_path is not None:
         write_text_atomically(json_path, json.dumps({**result.to_json(), "pictures": rendered}, indent=1), "--json")
         out.print(f"wrote {json_path}")

@@ -108,7 +108,10 @@ def test_pictures_open_loop_and_stay_small(traj, tmp_path):
                 sizes.add(im.size)
             assert len(sizes) == 1
         assert (tmp_path / name.replace(".gif", ".png")).is_file()
-    assert info["colour_scale"] > 0
+    assert info["prototype_scale"] == "per-image" and info["colour_scale"] is None  # each image on its own scale
+    assert 0 < info["image_scales"][0] <= info["image_scales"][1]
+    shared = render_trajectory(result, tmp_path / "shared", prototype_scale="shared")
+    assert shared["colour_scale"] > 0 and "one scale" in shared["caption"]
 
 
 def test_non_image_prototypes_get_curves_and_a_note(traj, tmp_path):

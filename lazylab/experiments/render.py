@@ -95,6 +95,7 @@ class TrajectorySettings:
     fallback_lr: float = FIXED_TRAJECTORY_LR
     train_size: int = 60000
     fan_in: str = "unit"
+    prototype_scale: str = "per-image"  # or "shared" (lazylab.render.trajectory.prototype_figure)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,12 @@ plus its ``"analysis"`` section), so they can be redrawn from the memo
 the Agg canvas is used directly: no pyplot, no global backend switch.
 
   * ``accuracy_figure`` — mean ``best_acc`` (%) vs width m on a log-2 axis,
-    seed std as error bars, trained arms dashed (a frozen/trained pair shares
-    a colour), and the three reference rungs of SPEC section 6 as labelled
-    dotted lines.
+    seed std as error bars, each arm in its unit's colour, its init's marker
+    and its bank mode's line style (``lazylab.render.style``: the same look
+    in every figure and run), cells with unstable runs marked by an open
+    vermillion ✕, and the three reference rungs of SPEC section 6 as dotted
+    lines labelled as outside values. Legends sit below the axes, never on
+    the data.
   * ``movement_figure`` — relative prototype movement ``w_move_rel`` vs m on
     log-log axes for the trained arms, each with its fitted movement law,
     and one pure square-root reference ``m^(+-1/2)``. Which sign: the lazy
@@ -35,6 +38,7 @@ import numpy as np
 
 from lazylab.paths import write_atomically
 from lazylab.render.canvas import figure
+from lazylab.render.style import UNSTABLE_LABEL, UNSTABLE_MARKER, arm_style, key_handles
 
 # SPEC section 6: external constants from earlier work in the same series (test accuracy, %).
 REFERENCE_RUNGS = (
@@ -56,76 +60,130 @@ def _save(fig, directory: Path, stem: str) -> list[Path]:
     return paths
 
 
-def _colours(names: list[str]) -> dict[str, tuple]:
-    """One colour per bank (``yat``, ``yat-data``, ...) so a frozen/trained pair shares it."""
-    from matplotlib import colormaps
-
-    banks = []
-    for n in names:
-        b = n.rsplit("-", 1)[0]
-        if b not in banks:
-            banks.append(b)
-    cmap = colormaps["tab10"]
-    return {n: cmap(banks.index(n.rsplit("-", 1)[0]) % 10) for n in names}
-
-
 def _log2_axis(ax, widths):
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths)
     ax.set_xticklabels([str(w) for w in widths])
     ax.minorticks_off()
-    ax.set_xlabel("width m (units in the bank)")
+    ax.set_xlabel("width m (units in the bank, log₂ axis)")
 
 
-def accuracy_figure(payload: dict, directory: str | Path, stem: str = "accuracy") -> list[Path]:
-    """Accuracy vs width: ``<directory>/<stem>.png`` and ``.svg``.
+def _discard(directory: Path, stem: str) -> list[Path]:
+    """Nothing to draw: remove an older ``<stem>.png``/``.svg`` (it would show another selection); returns []."""
+    for fmt in FORMATS:
+        (Path(directory) / f"{stem}.{fmt}").unlink(missing_ok=True)
+    return []
 
-    Args:
-      payload: ``{"plan": {"widths", "seeds", "epochs", ...}, "arms": [{"arm",
-        "cells": {str(width): {"mean", "std", "n"}}}]}`` (``LadderResult.to_json()``).
-      directory: output folder (created).
-    Returns: the two paths written.
+
+def unstable_cells(payload: dict) -> dict[str, dict[int, int]]:
+    """``{arm: {width: number of unstable seeds}}`` for the cells with at least one unstable run.
+
+    Read from ``arms[i]["cells"][str(w)]["unstable"]`` (an int, ``analysis.py``); where no cell of
+    the payload carries the field, from the run records' ``"unstable"`` (null or a reason) at the
+    arm's chosen rate. A payload with neither (an older JSON) has no unstable cell.
+    """
+    out: dict[str, dict[int, int]] = {}
+    have_cells = False
+    for a in payload.get("arms") or []:
+        for w, c in (a.get("cells") or {}).items():
+            if "unstable" in c:
+                have_cells = True
+                if (c.get("unstable") or 0) > 0:
+                    out.setdefault(a["arm"], {})[int(w)] = int(c["unstable"])
+    if have_cells:
+        return out
+    lr = {a["arm"]: a.get("lr") for a in payload.get("arms") or []}
+    for r in payload.get("runs") or []:
+        cfg = r.get("config") or {}
+        if r.get("unstable") and cfg.get("arm") in lr and (lr[cfg["arm"]] is None or cfg.get("lr") == lr[cfg["arm"]]):
+            cell = out.setdefault(cfg["arm"], {})
+            cell[int(cfg["width"])] = cell.get(int(cfg["width"]), 0) + 1
+    return out
+
+
+def accuracy_plot(payload: dict):
+    """The accuracy-vs-width ``Figure`` (not saved), or None when no arm has a cell with a mean.
+
+    Each arm is drawn in its unit's colour with its init's marker and its bank mode's
+    line style (``lazylab.render.style``); cells with unstable runs (``unstable_cells``)
+    get a vermillion open ✕ and the legend entry ``style.UNSTABLE_LABEL``; the reference
+    rungs (SPEC section 6) are dotted and labelled as outside values.
     """
     widths = [int(w) for w in payload["plan"]["widths"]]
-    names = [a["arm"] for a in payload["arms"]]
-    colour = _colours(names)
-    fig = figure((8.6, 4.8), 110, layout="constrained")
+    unstable = unstable_cells(payload)
+    series = []
+    for a in payload.get("arms") or []:
+        pts = sorted((int(w), c["mean"], c.get("std") or 0.0) for w, c in (a.get("cells") or {}).items()
+                     if c.get("mean") is not None)
+        if pts:
+            series.append((a["arm"], pts))
+    if not series:
+        return None
+    fig = figure((8.6, 5.6), 110, layout="constrained")
     ax = fig.add_subplot()
-    lows, highs = [], []
-    for a in payload["arms"]:
-        pts = [(int(w), c["mean"], c.get("std") or 0.0) for w, c in a["cells"].items() if c.get("mean") is not None]
-        if not pts:
-            continue
-        pts.sort()
+    lows, highs, styles, flagged = [], [], [], []
+    for arm, pts in series:
         x, y, s = map(np.asarray, zip(*pts))
-        trained = a["arm"].endswith("-trained")
-        ax.errorbar(x, y, yerr=s, color=colour[a["arm"]], linestyle="--" if trained else "-",
-                    marker="s" if trained else "o", markersize=4, capsize=3, linewidth=1.5, label=a["arm"])
+        st = arm_style(arm)
+        styles.append(st)
+        ax.errorbar(x, y, yerr=s, markersize=5, capsize=3, linewidth=1.5, label=arm, **st.kwargs())
+        cells = next(a for a in payload["arms"] if a["arm"] == arm)["cells"]
+        for w, m in zip(x, y):
+            k = unstable.get(arm, {}).get(int(w))
+            if k:
+                flagged.append((int(w), float(m), f"{k}/{cells[str(int(w))].get('n', '?')}"))
         lows.append(float(np.min(y - s)))
         highs.append(float(np.max(y + s)))
+    marker = []
+    if flagged:
+        fx, fy, counts = zip(*flagged)
+        marker = ax.plot(fx, fy, zorder=5, gid="unstable", label=UNSTABLE_LABEL, **UNSTABLE_MARKER)
+        for w, m, text in flagged:  # how many seeds of the cell are unstable
+            ax.annotate(text, (w, m), xytext=(7, 5), textcoords="offset points", fontsize=7,
+                        color=UNSTABLE_MARKER["markeredgecolor"])
     rung_values = [v for v, _ in REFERENCE_RUNGS]
     lo = min(lows + [min(rung_values)]) - 1.0
     hi = max(highs + [max(rung_values)]) + 1.0
     ax.set_ylim(lo, hi)
     _log2_axis(ax, widths)
     for value, label in REFERENCE_RUNGS:
-        ax.axhline(value, color="0.35", linestyle=":", linewidth=1.1, zorder=0)
-        ax.annotate(f"{value:.1f} {label}", xy=(1.0, value), xycoords=("axes fraction", "data"),
+        ax.axhline(value, color="0.45", linestyle=":", linewidth=1.1, zorder=0)
+        ax.annotate(f"outside: {value:.1f} % {label}", xy=(1.0, value), xycoords=("axes fraction", "data"),
                     xytext=(4, 0), textcoords="offset points", fontsize=7.5, color="0.3", va="center",
                     annotation_clip=False)
+    from matplotlib.lines import Line2D
+
+    rung = Line2D([], [], color="0.45", linestyle=":", label="reference rungs: outside values (earlier work, not run here)")
     plan = payload["plan"]
     seeds = ",".join(str(s) for s in plan.get("seeds", []))
     ax.set_ylabel("test accuracy (%), best epoch")
     ax.set_title(f"Fashion-MNIST width ladder: mean ± std over seeds {seeds}, {plan.get('epochs')} epochs",
                  fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
-    ax.legend(fontsize=8, ncols=2, loc="lower right", title="solid: frozen bank, dashed: trained",
-              title_fontsize=7.5)
+    handles = [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab != UNSTABLE_LABEL]
+    handles += key_handles(styles) + marker + [rung]
+    fig.legend(handles=handles, fontsize=7.5, ncols=3, loc="outside lower center", frameon=False)
+    return fig
+
+
+def accuracy_figure(payload: dict, directory: str | Path, stem: str = "accuracy") -> list[Path]:
+    """Accuracy vs width: ``<directory>/<stem>.png`` and ``.svg`` (``accuracy_plot``).
+
+    Args:
+      payload: ``{"plan": {"widths", "seeds", "epochs", ...}, "arms": [{"arm", "lr",
+        "cells": {str(width): {"mean", "std", "n", "unstable"?}}}], "runs"?: [...]}``
+        (``LadderResult.to_json()``).
+      directory: output folder (created).
+    Returns: the two paths written; [] (and no file, an older one removed) when no arm has a cell.
+    """
+    fig = accuracy_plot(payload)
+    if fig is None:
+        return _discard(Path(directory), stem)
     return _save(fig, Path(directory), stem)
 
 
 def movement_figure(payload: dict, directory: str | Path, stem: str = "movement", sqrt_sign: str = "auto") -> list[Path]:
-    """Relative prototype movement vs width, log-log: ``<directory>/<stem>.png`` and ``.svg``.
+    """Relative prototype movement vs width, log-log: ``<directory>/<stem>.png`` and ``.svg`` (``movement_plot``).
 
     Args:
       payload: as for ``accuracy_figure``, with ``payload["analysis"]["movement"]``
@@ -134,102 +192,131 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
       directory: output folder (created).
       sqrt_sign: ``"auto"`` (the sign of the mean fitted slope; ``-`` when
         there is no fit), ``"+"`` or ``"-"``: the square-root reference's direction.
-    Returns: the two paths written. With no trained arm the figure says so.
+    Returns: the two paths written; [] (no file, an older one removed) when no trained arm
+    has a positive movement (frozen banks do not move).
     """
+    fig = movement_plot(payload, sqrt_sign)
+    if fig is None:
+        return _discard(Path(directory), stem)
+    return _save(fig, Path(directory), stem)
+
+
+def movement_plot(payload: dict, sqrt_sign: str = "auto"):
+    """The movement-vs-width ``Figure`` (not saved; see ``movement_figure``), or None without a trained arm's movement."""
     analysis = payload.get("analysis") or {}
     movement = analysis.get("movement") or {}
     laws = analysis.get("movement_law") or {}
     widths = [int(w) for w in payload["plan"]["widths"]]
-    colour = _colours(list(movement) or ["-"])
-    fig = figure((8.6, 4.8), 110, layout="constrained")
-    ax = fig.add_subplot()
-    logs = []
+    series = []
     for arm, per in movement.items():
         pts = sorted((int(w), s["mean"], s.get("std") or 0.0) for w, s in per.items() if s.get("mean"))
         pts = [p for p in pts if p[1] > 0]
-        if not pts:
-            continue
+        if pts:
+            series.append((arm, pts))
+    if not series:
+        return None
+    fig = figure((8.6, 5.4), 110, layout="constrained")
+    ax = fig.add_subplot()
+    logs = []
+    for arm, pts in series:
+        st = arm_style(arm)
         x, y, s = map(np.asarray, zip(*pts))
         lower = np.minimum(s, y * 0.999)  # keep the lower bar above 0 on a log axis
-        ax.errorbar(x, y, yerr=[lower, s], color=colour[arm], linestyle="none", marker="o", markersize=4,
+        ax.errorbar(x, y, yerr=[lower, s], color=st.colour, linestyle="none", marker=st.marker, markersize=5,
                     capsize=3, label=arm)
         logs += [(math.log(w), math.log(v)) for w, v in zip(x, y)]
         law = laws.get(arm) or {}
         if "slope" in law:
             xx = np.geomspace(x.min(), x.max(), 50)
-            ax.plot(xx, np.exp(law["intercept"]) * xx ** law["slope"], color=colour[arm], linewidth=1.3,
-                    label=f"{arm} fit: slope {law['slope']:.3f}, R² {law['r2']:.3f}")
-    if logs:
-        slopes = [law["slope"] for law in laws.values() if "slope" in law]
-        if sqrt_sign == "auto":
-            sign = 1.0 if slopes and float(np.mean(slopes)) > 0 else -1.0
-        else:
-            sign = 1.0 if sqrt_sign == "+" else -1.0
-        lx, ly = np.asarray(logs).T
-        anchor = float(np.mean(ly - sign * 0.5 * lx))  # through the points' centre of mass in log-log space
-        xx = np.geomspace(min(widths), max(widths), 50)
-        what = "Adam on a fan-in-m init" if sign > 0 else "lazy/NTK gradient descent"
-        ax.plot(xx, np.exp(anchor) * xx ** (sign * 0.5), color="black", linestyle=":", linewidth=1.3,
-                label=f"m^({'+' if sign > 0 else '-'}1/2): square-root reference ({what})")
-        ax.set_yscale("log")
-        from matplotlib.ticker import FuncFormatter, LogLocator
-
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-        ax.legend(fontsize=8, loc="best")
+            ax.plot(xx, np.exp(law["intercept"]) * xx ** law["slope"], color=st.colour, linewidth=1.3,
+                    linestyle=st.linestyle, label=f"{arm} fit: slope {law['slope']:.3f}, R² {law['r2']:.3f}")
+    slopes = [law["slope"] for law in laws.values() if "slope" in law]
+    if sqrt_sign == "auto":
+        sign = 1.0 if slopes and float(np.mean(slopes)) > 0 else -1.0
     else:
-        ax.text(0.5, 0.5, "no trained arm in this ladder: frozen banks do not move", ha="center", va="center",
-                transform=ax.transAxes)
+        sign = 1.0 if sqrt_sign == "+" else -1.0
+    lx, ly = np.asarray(logs).T
+    anchor = float(np.mean(ly - sign * 0.5 * lx))  # through the points' centre of mass in log-log space
+    xx = np.geomspace(min(widths), max(widths), 50)
+    what = "Adam on a fan-in-m init" if sign > 0 else "lazy/NTK gradient descent"
+    ax.plot(xx, np.exp(anchor) * xx ** (sign * 0.5), color="0.2", linestyle=":", linewidth=1.3,
+            label=f"m^({'+' if sign > 0 else '-'}1/2): square-root reference ({what})")
+    ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7.5, ncols=2, loc="outside lower center", frameon=False)
     _log2_axis(ax, widths)
-    ax.set_ylabel("relative prototype movement ||W_end - W0||_F / ||W0||_F")
+    ax.set_ylabel("relative movement ||W_end − W0||_F / ||W0||_F\n(dimensionless, log axis)")
     ax.set_title("How far trained prototypes travel, mean ± std over seeds", fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
-    return _save(fig, Path(directory), stem)
+    return fig
 
 
 def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> list[Path]:
     """Each frozen arm's protocol readout and its convex optimum vs width, the gap shaded.
 
+    Each panel is drawn in its arm's unit colour (``lazylab.render.style``); the protocol
+    is solid with the init's marker, the convex optimum dotted with diamonds.
+
     Args:
       payload: a ladder payload whose ``["analysis"]["wall"]["arms"]`` is
         ``{arm: {str(width): {"best_acc", "convex_acc", ...}}}`` (``experiments.convex.wall``).
       directory: output folder (created).
-    Returns: the two paths written (``<stem>.png``, ``.svg``); none when no arm has a row.
+    Returns: the two paths written (``<stem>.png``, ``.svg``); [] (no file, an older one
+    removed) when no arm has a row.
     """
-    arms = {a: rows for a, rows in payload["analysis"]["wall"]["arms"].items() if rows}
-    if not arms:
-        return []
-    widths = [int(w) for w in payload["plan"]["widths"]]
-    cols = min(len(arms), 2)
-    rows_n = math.ceil(len(arms) / cols)
-    fig = figure((4.6 * cols + 0.6, 3.4 * rows_n + 0.4), 110, layout="constrained")
-    axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
-    colour = _colours(list(arms))
-    for ax, (arm, rows) in zip(axes, arms.items()):
-        x = np.asarray(sorted(int(w) for w in rows))
-        proto = np.asarray([rows[str(w)]["best_acc"] for w in x])
-        conv = np.asarray([rows[str(w)]["convex_acc"] for w in x])
-        ax.fill_between(x, proto, conv, color=colour[arm], alpha=0.18, linewidth=0, label="gap")
-        ax.plot(x, proto, color=colour[arm], marker="o", markersize=4, linewidth=1.5,
-                label="protocol: AdamW, best epoch")
-        ax.plot(x, conv, color=colour[arm], marker="D", markersize=4, linewidth=1.5, linestyle="--",
-                label="convex optimum (L-BFGS)")
-        _log2_axis(ax, widths)
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title(arm, fontsize=10)
-        ax.grid(True, alpha=0.25)
-        ax.legend(fontsize=7.5, loc="lower right")
-    for ax in axes[len(arms):]:
-        ax.set_visible(False)
-    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
-    fig.suptitle(f"The wall: frozen readouts against their convex optimum, mean over seeds {seeds}", fontsize=10)
+    fig = wall_plot(payload)
+    if fig is None:
+        return _discard(Path(directory), stem)
     return _save(fig, Path(directory), stem)
 
 
+def wall_plot(payload: dict):
+    """The wall's ``Figure`` (not saved; see ``wall_figure``), or None when no arm has a row."""
+    wall = (payload.get("analysis") or {}).get("wall") or {}
+    arms = {a: rows for a, rows in (wall.get("arms") or {}).items() if rows}
+    if not arms:
+        return None
+    widths = [int(w) for w in payload["plan"]["widths"]]
+    cols = min(len(arms), 2)
+    rows_n = math.ceil(len(arms) / cols)
+    fig = figure((4.6 * cols + 0.6, 3.4 * rows_n + 0.9), 110, layout="constrained")
+    axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
+    for ax, (arm, rows) in zip(axes, arms.items()):
+        st = arm_style(arm)
+        x = np.asarray(sorted(int(w) for w in rows))
+        proto = np.asarray([rows[str(w)]["best_acc"] for w in x])
+        conv = np.asarray([rows[str(w)]["convex_acc"] for w in x])
+        ax.fill_between(x, proto, conv, color=st.colour, alpha=0.18, linewidth=0)
+        ax.plot(x, proto, color=st.colour, marker=st.marker, markersize=4, linewidth=1.5, linestyle="-")
+        ax.plot(x, conv, color=st.colour, marker="D", markersize=4, linewidth=1.5, linestyle=":")
+        _log2_axis(ax, widths)
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(arm, fontsize=10, color=st.colour)
+        ax.grid(True, alpha=0.25)
+    for ax in axes[len(arms):]:
+        ax.set_visible(False)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    key = [Line2D([], [], color="0.3", marker="o", linestyle="-", label="protocol: AdamW, best epoch"),
+           Line2D([], [], color="0.3", marker="D", linestyle=":", label="convex optimum (L-BFGS)"),
+           Patch(color="0.3", alpha=0.18, label="gap between them")]
+    fig.legend(handles=key, fontsize=8, ncols=3, loc="outside lower center", frameon=False)
+    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
+    fig.suptitle(f"The wall: frozen readouts against their convex optimum, mean over seeds {seeds}", fontsize=10)
+    return fig
+
+
 def ladder_figures(payload: dict, directory: str | Path) -> list[Path]:
-    """The ladder figures into ``directory``: accuracy and movement, and the wall when the payload has one."""
+    """The ladder figures into ``directory``: accuracy and movement, and the wall when the payload has one.
+
+    A figure with nothing to show (no cell, no trained arm, no wall row) is not written.
+    """
     paths = accuracy_figure(payload, directory) + movement_figure(payload, directory)
     if (payload.get("analysis") or {}).get("wall"):
         paths += wall_figure(payload, directory)

@@ -18,9 +18,10 @@ import numpy as np
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
 from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
+from lazylab.render.style import RIGHT_COLOUR, WRONG_COLOUR, arm_style, shades
 
-DPIS = (100, 80, 64, 50)  # tried in turn until the file fits in MAX_GIF_BYTES
-GREEN, ORANGE = "#1a9850", "#f46d43"
+DPIS = (100, 80, 64, 50)
+TICK, CROSS = "\u2713", "\u2717"  # the readout's verdict on each garment, beside its colour  # tried in turn until the file fits in MAX_GIF_BYTES
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
 
     def draw(dpi):
         fig = figure((10.0, 4.8), dpi)
-        gs = fig.add_gridspec(2, 2, width_ratios=(1.0, 1.1), left=0.12, right=0.97, top=0.86, bottom=0.11,
+        gs = fig.add_gridspec(2, 2, width_ratios=(1.0, 1.1), left=0.10, right=0.80, top=0.86, bottom=0.11,
                               wspace=0.32, hspace=0.55)
         ax = fig.add_subplot(gs[:, 0])
         im = ax.imshow(grams[0], vmin=vmin, vmax=1.0, cmap="magma", interpolation="nearest")
@@ -103,13 +104,16 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         if fit.get("slope") is not None:
             xs = np.array(fit["widths"], float)
             ad.plot(xs, np.exp(fit["intercept"]) * xs ** fit["slope"], "--", color="tab:blue", lw=1,
-                    label=f"G fit over m \u2265 {fit['min_width']}: slope {fit['slope']:.3f}")
+                    label=f"G fit over m \u2265 {fit['min_width']}:\nslope {fit['slope']:.3f}")
             ad.plot(xs, np.exp(fit["intercept"]) * xs[0] ** fit["slope"] * (xs / xs[0]) ** -0.5, ":", color="k",
                     lw=1, label=r"Monte Carlo $m^{-1/2}$")
         (dline,) = ad.plot([], [], "o-", ms=3, color="tab:red", lw=1, label="normalised G")
-        rlabel = "raw K, relative" + (f" (slope {result.raw_fit['slope']:.3f})" if result.raw_fit.get("slope") is not None else "")
+        rlabel = "raw K, relative" + (f"\n(slope {result.raw_fit['slope']:.3f})" if result.raw_fit.get("slope") is not None else "")
         (rline,) = ad.plot([], [], "s-", ms=2, color="tab:orange", lw=0.8, label=rlabel)
-        ad.legend(fontsize=6.5, loc="lower left", frameon=False)
+        ad.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  frameon=False)  # beside the panel, never over its points
+        ad.set_xlabel("units m (log)", fontsize=8)
+        ad.set_ylabel("distance (dimensionless, log)", fontsize=7.5)
         ad.set_title(r"distance to the reference: $\|G_m - G_{\rm ref}\|_F$ and $\|K_m - K_{\rm ref}\|_F / \|K_{\rm ref}\|_F$", fontsize=8)
         ad.tick_params(labelsize=7)
 
@@ -123,7 +127,8 @@ def gram_gif(result, path: Path, *, frame_ms: int = 160, hold_ms: int = 2500, ma
         (cline,) = ac.plot([], [], "o-", ms=3, color="tab:green", lw=1)
         ac.set_title("block contrast (within \u2212 cross class)", fontsize=9)
         ac.set_xlabel("units m (log)", fontsize=8)
-        ac.legend(fontsize=7, loc="upper left", frameon=False)
+        ac.set_ylabel("cosine difference", fontsize=7.5)
+        ac.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
         ac.tick_params(labelsize=7)
 
         frames = []
@@ -146,9 +151,11 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
 
     Left: test accuracy (%) against optimisation step for every width, drawn
     up to the current step with the current values written at the line ends.
-    Right: the shown test garments, each framed green (right) or orange
-    (wrong) by the widest readout's prediction at that step, with the
-    predicted class name.
+    Each width is a shade of the arm's unit colour (``lazylab.render.style``;
+    the widest the full colour). Right: the shown test garments, each with
+    the widest readout's prediction at that step marked ✓ (right) or ✗
+    (wrong) above it, its true label below it, and a frame in bluish green
+    or vermillion (Okabe–Ito): the verdict never rests on colour alone.
 
     Args: ``result``: a ``ReadoutResult``; ``path``: the ``.gif`` to write.
     Returns: GifInfo. Raises: LazylabError if it cannot fit in ``max_bytes``.
@@ -162,9 +169,11 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
     cols = 4
     rows = int(np.ceil(n_show / cols))
     side = int(round(result.show_images.shape[1] ** 0.5))
-    colors = ["tab:gray", "tab:blue", "tab:purple", "tab:brown"]
     top = max(float(c.acc.max()) for c in curves)
     arm = curves[0].config["arm"]
+    order = sorted(range(len(curves)), key=lambda k: curves[k].width)
+    tints = shades(arm_style(arm).colour, len(curves))  # light (narrowest) to the full colour (widest)
+    colour_of = {k: tints[order.index(k)] for k in range(len(curves))}
 
     def draw(dpi):
         fig = figure((10.0, 4.8), dpi)
@@ -178,12 +187,15 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
         ax.tick_params(labelsize=8)
         lines, texts = [], []
         for k, c in enumerate(curves):
-            color = "tab:red" if c is widest else colors[k % len(colors)]
-            (ln,) = ax.plot([], [], "-", lw=2, color=color, label=f"m = {c.width}")
+            color = colour_of[k]
+            (ln,) = ax.plot([], [], "-", lw=1.4 + 1.2 * order.index(k) / max(1, len(curves) - 1), color=color,
+                            label=f"m = {c.width}")
             lines.append(ln)
             texts.append(ax.text(0.97, 0.30 - 0.07 * (len(curves) - 1 - k), "", fontsize=10, color=color,
                                  fontweight="bold", ha="right", va="center", transform=ax.transAxes))
-        ax.legend(loc="lower right", fontsize=8, frameon=False, title="bank width", title_fontsize=8)
+        # The stacked labels are the key (colour and line width per bank width): no legend box over the lines.
+        ax.text(0.97, 0.30 + 0.07, "bank width: accuracy now", fontsize=8, color="0.3", ha="right", va="center",
+                transform=ax.transAxes)
         counter = ax.set_title("", fontsize=12, fontweight="bold")
         fig.suptitle(f"{arm}: linear readouts on frozen banks, {curves[0].config['train_size']:,} training images",
                      fontsize=11)
@@ -195,8 +207,9 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
             a.set_yticks([])
             for s in a.spines.values():
                 s.set_linewidth(4)
-            thumbs.append((a, a.set_title("", fontsize=6.5)))
-        fig.text(0.72, 0.905, f"predicted class by the m = {widest.width} readout: green right, orange wrong",
+            a.set_xlabel(f"true: {CLASS_NAMES[int(truth[j])]}", fontsize=6, labelpad=2, color="0.2")
+            thumbs.append((a, a.set_title("", fontsize=6.5, pad=3)))
+        fig.text(0.72, 0.905, f"above: the m = {widest.width} readout's prediction, \u2713 right / \u2717 wrong; below: true label",
                  ha="center", fontsize=8)
 
         frames = []
@@ -207,10 +220,10 @@ def readout_gif(result, path: Path, *, frame_ms: int = 90, hold_ms: int = 2500, 
             counter.set_text(f"step {int(s)} / {int(steps[-1])}")
             for j, (a, title) in enumerate(thumbs):
                 right = verdict_preds[i, j] == truth[j]
-                color = GREEN if right else ORANGE
+                color = RIGHT_COLOUR if right else WRONG_COLOUR
                 for sp in a.spines.values():
                     sp.set_edgecolor(color)
-                title.set_text(CLASS_NAMES[int(verdict_preds[i, j])])
+                title.set_text(f"{TICK if right else CROSS} {CLASS_NAMES[int(verdict_preds[i, j])]}")
                 title.set_color(color)
             frames.append(grab(fig))
         durations = [frame_ms] * (len(frames) - 1) + [hold_ms]

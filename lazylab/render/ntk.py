@@ -36,7 +36,8 @@ def _lab_axes(fig, res):
     lo = min(d["y_test"].min(), d["y_train"].min(), res.pred_test.min(), res.pred_test_lin.min())
     hi = max(d["y_test"].max(), d["y_train"].max(), res.pred_test.max(), res.pred_test_lin.max())
     ax.set_ylim(lo - 0.1 * (hi - lo), hi + 0.25 * (hi - lo))
-    ax.set_xlabel("x")
+    ax.set_xlabel("input x (dimensionless)")
+    ax.set_ylabel("output f(x) (same units as the target y)")
     ax.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
     title = ax.set_title("", fontsize=10)
 
@@ -48,6 +49,8 @@ def _lab_axes(fig, res):
     (ln,) = al.plot([], [], color=NET, lw=1.5, label="network")
     (ll,) = al.plot([], [], "--", color=LIN, lw=1.5, label="linearization")
     al.set_title("training loss (half MSE)", fontsize=9)
+    al.set_xlabel("GD step (symlog)", fontsize=8)
+    al.set_ylabel("half MSE (log)", fontsize=8)
     al.legend(fontsize=7, frameon=False)
     al.tick_params(labelsize=7)
 
@@ -57,7 +60,8 @@ def _lab_axes(fig, res):
     (dr,) = ad.plot([], [], "o-", ms=2.5, color="tab:red", lw=1.2)
     ad.set_ylim(0, max(res.drift.max() * 1.15, 1e-12))
     ad.set_title("NTK drift  \u2016K\u209c \u2212 K\u2080\u2016_F / \u2016K\u2080\u2016_F  (train inputs)", fontsize=9)
-    ad.set_xlabel("GD step", fontsize=8)
+    ad.set_xlabel("GD step (symlog)", fontsize=8)
+    ad.set_ylabel("relative drift (dimensionless)", fontsize=8)
     ad.tick_params(labelsize=7)
     fig.suptitle(f"1-D tanh net, m = {c.width}, lr {c.lr:g}, bump {c.bump:g}, noise {c.noise:g}, seed {c.seed}: "
                  f"network vs its linearization", fontsize=10)
@@ -119,7 +123,8 @@ def sweep_png(sw, path: Path, dpi: int = 110) -> Path:
             ax.plot(w, y[0] * (w / w[0]) ** p, ls, lw=0.9, color="0.5", label=f"m^{p:g}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("width m")
+        ax.set_xlabel("width m (hidden units, log\u2082)")
+        ax.set_ylabel(("relative drift" if key == "drift" else "RMS disagreement") + " (dimensionless, log)")
         ax.set_title(label, fontsize=9)
         ax.legend(fontsize=7, frameon=False)
     c = sw.config
@@ -148,18 +153,21 @@ def scalar_png(res, path: Path, dpi: int = 110) -> Path:
     ax.plot(res.times, tab["f_lin_int"], "s", ms=4, mfc="none", color=LIN)
     ax.plot(res.times, tab["ctrl_offset_f_int"], "x", ms=4, color="tab:gray", label=f"control: start offset {res.offset:g}")
     ax.set_title(f"output f(t), target 1 (w0 = {w0:g})", fontsize=9)
+    ax.set_ylabel("output f (target units)", fontsize=8)
     ax = axs[0, 1]
     ax.plot(tt, sc.kernel_closed(tt, w0), color=NET, label="network: 2 w(t)")
     ax.axhline(2 * w0, ls="--", color=LIN, label="linearization: 2 w0")
     ax.axhline(float(sc.kernel_closed(T, w0)), ls=":", color="tab:green", label="control: 2 w(T)")
     ax.plot(res.times, tab["kernel_net_int"], "o", ms=4, mfc="none", color=NET, label="a\u00b2 + b\u00b2 (integrated)")
     ax.set_title("tangent kernel", fontsize=9)
+    ax.set_ylabel("kernel K (dimensionless)", fontsize=8)
     ax = axs[1, 0]
     ax.plot(tt, sc.dist_net_closed(tt, w0), color=NET, label="network |\u03b8(t) \u2212 \u03b8\u2080|")
     ax.plot(tt, sc.dist_lin_closed(tt, w0), "--", color=LIN, label="linearization |\u03b8_lin(t) \u2212 \u03b8\u2080|")
     ax.plot(res.times, tab["dist_net_int"], "o", ms=4, mfc="none", color=NET)
     ax.plot(res.times, tab["dist_lin_int"], "s", ms=4, mfc="none", color=LIN)
     ax.set_title("parameter distance from init", fontsize=9)
+    ax.set_ylabel("|\u03b8 \u2212 \u03b8\u2080| (parameter units)", fontsize=8)
     ax = axs[1, 1]
     modes = sc.two_mode_closed(tt)
     ax.plot(tt, modes[:, 0], color="tab:red", label="mode \u03bb = 1: e^(\u2212t)")
@@ -169,10 +177,11 @@ def scalar_png(res, path: Path, dpi: int = 110) -> Path:
     ax.set_yscale("log")
     ax.set_ylim(1e-8, 1.5)
     ax.set_title("two-mode residual decay dr/dt = \u2212K r", fontsize=9)
+    ax.set_ylabel("|residual r| (target units, log)", fontsize=8)
     for a in axs.ravel():
         a.set_xscale("symlog", linthresh=1)
         a.set_xlim(0, max(T, 1.0) * 1.15)
-        a.set_xlabel("t", fontsize=8)
+        a.set_xlabel("gradient-flow time t (symlog)", fontsize=8)
         a.legend(fontsize=7, frameon=False)
         a.tick_params(labelsize=7)
     fig.suptitle("scalar factorized model f = a b x, x = y = 1, a0 = b0: exact gradient flow vs its linearization", fontsize=10)
@@ -207,6 +216,7 @@ def arm_png(record: dict, arrays: dict, path: Path, dpi: int = 110) -> Path:
         cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
         cb.ax.tick_params(labelsize=7)
         ax.set_xlabel("probe image" + (" (sorted by class)" if labels is not None else ""), fontsize=8)
+        ax.set_ylabel("probe image", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.suptitle(f"{record['arm']} m = {record['width']}: empirical NTK on {record['probe']} test images "
                  f"({record['epochs']} epochs, lr {record['lr']:g}); each panel on its own scale", fontsize=10)

@@ -409,7 +409,7 @@ class Renderer:
 
         res, computed = self._trajectory()
         self._tick("drawing trajectory GIFs")
-        drawn = render_trajectory(res, self.out)
+        drawn = render_trajectory(res, self.out, self.settings.trajectory.prototype_scale)
         self._done("drawing trajectory GIFs")
         data = {**self._trajectory_data(res), "colour_scale": drawn["colour_scale"], "notes": res.notes + drawn["notes"]}
         return [Path(f["path"]) for f in drawn["files"].values()], data, computed
