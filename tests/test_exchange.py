@@ -213,7 +213,7 @@ def test_warnings_name_unstable_widths_and_a_bracket_at_the_edge_of_its_grid():
         "train loss 7.21 at best epoch 3 > ln 10 = 2.303",
         "relu-frozen: the rate bracket (m = 256, seed 0) chose lr 0.03, the smallest of its grid 0.03, 0.1, 0.3, 1: "
         "a better rate may lie below it",
-        "relu-trained: unstable at m = 16 (1 of 1 seed), 1024 (1 of 1 seed) with lr 0.01 (fixed): "
+        "relu-trained: unstable at m = 16, 1024 (1 of 1 seed each) with lr 0.01 (fixed): "
         "first m = 16 seed 0, train loss 7.21 at best epoch 3 > ln 10 = 2.303",
     ]
     payload = result.to_json()

@@ -297,8 +297,13 @@ def ladder_warnings(result) -> list[str]:
             per: dict[int, list] = {}
             for r in recs:
                 per.setdefault(r["config"]["width"], []).append(r)
-            where = ", ".join(f"{w} ({sum(1 for r, _ in flagged if r['config']['width'] == w)} of "
-                              f"{_count_seeds(len(per[w]))})" for w in sorted({r["config"]["width"] for r, _ in flagged}))
+            counts = {w: (sum(1 for r, _ in flagged if r["config"]["width"] == w), len(per[w]))
+                      for w in sorted({r["config"]["width"] for r, _ in flagged})}
+            if len(counts) > 1 and len(set(counts.values())) == 1:  # the same count at every width: say it once
+                k, n = next(iter(counts.values()))
+                where = f"{', '.join(map(str, counts))} ({k} of {_count_seeds(n)} each)"
+            else:
+                where = ", ".join(f"{w} ({k} of {_count_seeds(n)})" for w, (k, n) in counts.items())
             rate = f"lr {a.lr:g} (fixed)" if not a.bracket else f"lr {a.lr:g} (bracketed at m = {BRACKET_WIDTH})"
             r0, why0 = flagged[0]
             first = "" if len(flagged) == 1 else f"first m = {r0['config']['width']} seed {r0['config']['seed']}, "
