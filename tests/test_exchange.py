@@ -222,3 +222,26 @@ def test_warnings_name_unstable_widths_and_a_bracket_at_the_edge_of_its_grid():
     assert "unstable" not in runs[0]  # the records themselves are not changed
     empty = exchange_table(result, [], {})
     assert empty["rows"] == [] and "no exchange rate" in empty["sentence"]
+
+
+def test_exchange_table_on_a_trained_arm_without_accuracy():
+    from types import SimpleNamespace
+
+    from lazylab.experiments.ladder import ArmSummary, LadderResult
+    from lazylab.experiments.laws import exchange_table
+
+    means = [100 - e for e in an.power_law([16, 64, 256], 14.0, 100.0, 0.5)]
+    frozen = ArmSummary("yat-frozen", "builtin", 1.0, cells={w: {"mean": m} for w, m in zip((16, 64, 256), means)})
+    trained = ArmSummary("yat-trained", "builtin", 0.01, cells={16: {"mean": None}, 64: {"mean": 85.0}, 256: {"mean": None}})
+    arms = [SimpleNamespace(name=n, unit="yat", init="random", trained=n.endswith("trained"))
+            for n in ("yat-frozen", "yat-trained")]
+    law = an.ladder_law([16, 64, 256], means)
+    ex = exchange_table(LadderResult({"widths": [16, 64, 256], "seeds": [0]}, [frozen, trained], []), arms,
+                        {"yat-frozen": law})
+    assert [r["method"] for r in ex["rows"]] == ["none", "extrapolated", "none"]
+    assert ex["rows"][1]["frozen_width"] == pytest.approx(100 ** 2, rel=1e-5)  # err 15 = 14 + 100 m^-0.5
+    assert ex["sentence"].startswith("64 trained yat units (85.0 %)")
+    trained.cells = {w: {"mean": None} for w in (16, 64, 256)}
+    ex = exchange_table(LadderResult({"widths": [16, 64, 256], "seeds": [0]}, [frozen, trained], []), arms,
+                        {"yat-frozen": law})
+    assert ex["sentence"].startswith("yat-trained has no accuracy at any width")

@@ -265,12 +265,18 @@ def exchange_table(result, arms: list[Arm], laws: dict) -> dict:
             acc = (cells[trained].get(w) or {}).get("mean")
             row = {"trained": trained, "frozen": frozen, "width": int(w), "trained_acc": acc}
             if acc is None:
-                row.update(frozen_width=None, method="none", floor_acc=None, text="none (trained arm diverged)",
-                           why=f"every seed of {trained} at m = {w} diverged or is missing")
+                row.update(frozen_width=None, method="none", floor_acc=None, text="none (no trained accuracy)",
+                           why=f"{trained} has no accuracy at m = {w} (every seed diverged or is missing)")
             else:
                 row.update(an.exchange_rate(widths, f_means, laws.get(frozen), acc))
             rows.append(row)
-    return {"rows": rows, "sentence": an.exchange_sentence([r for r in rows if r["trained_acc"] is not None], widths)}
+    measured = [r for r in rows if r["trained_acc"] is not None]
+    if rows and not measured:
+        sentence = (f"{rows[0]['trained']} has no accuracy at any width (every seed diverged or is missing): "
+                    "no exchange rate.")
+    else:
+        sentence = an.exchange_sentence(measured, widths)
+    return {"rows": rows, "sentence": sentence}
 
 
 def ladder_warnings(result) -> list[str]:
