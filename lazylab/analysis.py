@@ -464,7 +464,11 @@ def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float |
     Returns: ``{"frozen_width": float | None, "method": one of
       EXCHANGE_METHODS, "floor_acc": 100 - floor (%) | None, "text": str}``,
       with ``"between": [m0, m1]`` for an interpolation and ``"why"`` for
-      ``none``. ``text`` is what tables print: ``"812 (interpolated)"``,
+      ``none``. An extrapolated width at or below the widest measured bank
+      (the law, fitted on the climb, says a width the measured curve passed
+      without reaching ``trained_acc`` — it peaked and fell) is kept, with
+      ``"peak": [m, acc]`` of the measured curve, a ``"note"``, and the text
+      ``"1093 (law only: measured banks fall short)"``. ``text`` is what tables print: ``"812 (interpolated)"``,
       ``"3.1e+05 (extrapolated)"``, ``"never (floor 14.2 % err >= 13.8 %)"``.
     Raises: ValueError if ``trained_acc`` is not finite or the lengths differ.
     """
@@ -488,6 +492,17 @@ def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float |
             return out(None, "none", "none (the frozen law does not fall with width)",
                        why=f"the frozen arm's fitted law has c = {c:.3g}, alpha = {alpha:.3g}")
         width = (c / (err_t - floor)) ** (1.0 / alpha)
+        if not where and width <= m[-1]:
+            # The law, fitted on the climb, lands among measured widths that fall short: say so.
+            k = int(np.argmax(acc))
+            return out(width, "extrapolated", f"{format_width(width)} (law only: measured banks fall short)",
+                       peak=[_num_or_int(m[k]), float(acc[k])],
+                       note=(f"the measured frozen curve peaks at {acc[k]:.2f} % (m = {format_width(m[k])}) and never "
+                             f"reaches {t:.2f} %; the law is fitted on its climbing region "
+                             f"({format_width(law['widths'][0])}-{format_width(law['widths'][-1])})"
+                             if law.get("widths") else
+                             f"the measured frozen curve peaks at {acc[k]:.2f} % (m = {format_width(m[k])}) and never "
+                             f"reaches {t:.2f} %"))
         return out(width, "extrapolated", f"{format_width(width)} (extrapolated{where})")
 
     if len(m) == 0:
@@ -540,6 +555,11 @@ def exchange_sentence(rows: Sequence[dict], sweep: Sequence[int]) -> str:
         return (f"{who} are matched by a frozen {unit} bank of about {format_width(r['frozen_width'])} units "
                 f"(interpolated on log m between the sweep's {a} and {b}).")
     if r["method"] == "extrapolated":
+        if r.get("peak"):
+            (mp, ap), w = r["peak"], format_width(r["frozen_width"])
+            return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them: the measured curve peaks "
+                    f"at {ap:.1f} % (m = {format_width(mp)}) and falls short beyond it, while the law fitted on its climb "
+                    f"(floor {100 - r['floor_acc']:.1f} % error) would match them at about {w} units.")
         if sweep and r["frozen_width"] < min(sweep):
             return (f"{who}: even the smallest frozen {unit} bank in the sweep matches them; the fitted law puts "
                     f"the match at about {format_width(r['frozen_width'])} units.")

@@ -504,6 +504,8 @@ def exchange_parts(exchange: dict | None) -> list:
         rest = rest[:-1] if rest.endswith(")") else rest
         if r["method"] == "interpolated":
             how = f"interpolated on log m between {r['between'][0]} and {r['between'][1]}"
+        elif r["method"] == "extrapolated" and r.get("note"):
+            how = f"from the frozen law (floor {100 - r['floor_acc']:.2f} % err); {r['note']}"
         elif r["method"] == "extrapolated":
             how = f"{rest} from the frozen law (floor {100 - r['floor_acc']:.2f} % err)"
         elif r["method"] == "never":

@@ -54,6 +54,22 @@ def test_extrapolation_solves_the_fitted_law():
     assert "below the sweep" in low["text"]
 
 
+def test_a_law_match_among_measured_widths_that_fall_short_says_so():
+    # A frozen curve on the law 10 + 100 m^-0.5 up to m = 512, then falling (a rate too high for wide banks).
+    widths = W[:6] + [2048, 8192]
+    means = [100 - e for e in an.power_law(W[:6], 10.0, 100.0, 0.5)]
+    means += [means[-1] - 1.0, means[-1] - 3.0]
+    law = an.ladder_law(widths, means)
+    assert law["widths"] == W[:6]
+    r = an.exchange_rate(widths, means, law, 87.5)  # err 12.5 = 10 + 100 m^-0.5: m = 40^2, inside the sweep
+    assert r["method"] == "extrapolated" and r["frozen_width"] == pytest.approx(1600.0, rel=1e-5)
+    assert r["text"] == "1600 (law only: measured banks fall short)"
+    assert r["peak"] == [512, pytest.approx(90 - 100 / math.sqrt(512))]
+    assert "peaks at 85.58 % (m = 512) and never reaches 87.50 %" in r["note"] and "(16-512)" in r["note"]
+    s = an.exchange_sentence([_row(16, 87.5, r)], widths)
+    assert "the measured curve peaks at 85.6 % (m = 512)" in s and "about 1600 units" in s
+
+
 def test_never_when_the_floor_is_at_or_above_the_trained_error():
     means = [100 - e for e in an.power_law(W, 10.0, 100.0, 0.5)]
     law = an.ladder_law(W, means)
