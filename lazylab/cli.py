@@ -391,7 +391,7 @@ class ProgressReporter:
 
 
 def ladder_table(result) -> Table:
-    """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate."""
+    """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate; unstable seeds counted."""
     widths = result.plan["widths"]
     table = Table()
     table.add_column("arm")
@@ -408,7 +408,8 @@ def ladder_table(result) -> Table:
                 cells.append("diverged")
             else:
                 text = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "")
-                cells.append(text + (f" ({c['diverged']} div)" if c["diverged"] else ""))
+                text += f" ({c['diverged']} div)" if c["diverged"] else ""
+                cells.append(text + (f" [yellow]({c['unstable']} unstable)[/yellow]" if c.get("unstable") else ""))
         table.add_row(a.arm, *cells, "failed" if getattr(a, "failed", None) else "diverged" if a.lr is None else f"{a.lr:g}")
     return table
 
@@ -488,6 +489,32 @@ def analysis_tables(analysis: dict) -> list:
                 sc.add_row(arm, name, *cells)
         parts.append(sc)
     return parts
+
+
+def exchange_parts(exchange: dict | None) -> list:
+    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; one note line without a pair."""
+    if not exchange or not exchange.get("rows"):
+        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init"]
+    table = Table(title="exchange rate: the frozen width of the same unit matching a trained arm's mean accuracy "
+                        "(interpolated on log m, or extrapolated from the frozen ladder law)", title_justify="left")
+    for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
+        table.add_column(col, justify="right" if col in ("m", "trained acc (%)", "matching frozen width") else "left")
+    for r in exchange["rows"]:
+        head, _, rest = r["text"].partition(" (")
+        rest = rest[:-1] if rest.endswith(")") else rest
+        if r["method"] == "interpolated":
+            how = f"interpolated on log m between {r['between'][0]} and {r['between'][1]}"
+        elif r["method"] == "extrapolated" and r.get("note"):
+            how = f"from the frozen law (floor {100 - r['floor_acc']:.2f} % err); {r['note']}"
+        elif r["method"] == "extrapolated":
+            how = f"{rest} from the frozen law (floor {100 - r['floor_acc']:.2f} % err)"
+        elif r["method"] == "never":
+            how = f"fitted {rest} (trained)"
+        else:
+            how = r.get("why") or rest
+        table.add_row(r["trained"], str(r["width"]), _num(r["trained_acc"]), r["frozen"],
+                      "-" if head == "none" else head, how)
+    return [table, exchange["sentence"]]
 
 
 def _backend_note(backend) -> str:
@@ -613,6 +640,12 @@ def ladder(arms_, widths, seeds, epochs, lr, train_size, fan_in, preset, json_pa
                   + _backend_note(backend))
     for part in analysis_tables(analysis):
         out.print(part)
+    from rich.markup import escape
+
+    for part in exchange_parts(analysis.get("exchange")):
+        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+    for line in analysis.get("warnings") or []:  # one line each, never wrapped
+        out.print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
     payload = {**result.to_json(), "analysis": analysis}
     if readout == "both":
         import dataclasses

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lazylab.analysis import unstable_reason
 from lazylab.arms import Arm
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
@@ -75,6 +76,11 @@ class LadderResult:
     runs: list[dict]
 
     def to_json(self) -> dict:
+        """Plan, per-arm summaries and every run record, each record with ``"unstable"`` (None or why).
+
+        ``unstable`` is derived from the record's loss curve (``analysis.unstable_reason``) here, at
+        analysis time; the memo's records themselves do not carry it.
+        """
         return {
             "plan": self.plan,
             "arms": [
@@ -82,7 +88,7 @@ class LadderResult:
                  "cells": {str(w): c for w, c in a.cells.items()}, **({"failed": a.failed} if a.failed else {})}
                 for a in self.arms
             ],
-            "runs": self.runs,
+            "runs": [{**r, "unstable": unstable_reason(r)} for r in self.runs],
         }
 
 
@@ -93,12 +99,16 @@ def choose_rate(scores: dict[float, float | None]) -> float | None:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Mean and sample std (ddof=0 for one seed) of ``best_acc`` (%) over seeds; diverged seeds counted apart."""
+    """Mean and sample std (ddof=0 for one seed) of ``best_acc`` (%) over seeds; diverged seeds counted apart.
+
+    ``unstable`` counts the seeds ``analysis.unstable_reason`` flags; they stay in the mean (marked, not hidden).
+    """
     accs = [r["best_acc"] for r in records if r["best_acc"] is not None]
     finals = [r["final_acc"] for r in records if r["final_acc"] is not None]
     return {
         "n": len(records),
         "diverged": sum(r["diverged"] is not None for r in records),
+        "unstable": sum(unstable_reason(r) is not None for r in records),
         "mean": float(np.mean(accs)) if accs else None,
         "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
         "final_mean": float(np.mean(finals)) if finals else None,

@@ -186,7 +186,9 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
     Returns: ``{"ladder_law": {arm: fit}, "movement": {arm: {width: stats}},
       "movement_law": {arm: fit}, "gap": {"<trained> - <frozen>": gap},
       "redundancy": {bank: dict}, "scalars": {arm: {name: {width: ...}}},
-      "settings": {...}}``. Fits that cannot be made carry ``"skipped"``.
+      "exchange": {"rows": [...], "sentence": str} (``exchange_table``),
+      "warnings": [str] (``ladder_warnings``), "settings": {...}}``. Fits that
+      cannot be made carry ``"skipped"``.
     """
     by_name = {a.name: a for a in arms}
     widths = result.plan["widths"]
@@ -221,6 +223,9 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
             "se": {str(w): v for w, v in g["se"].items()},
             "largest_at": g["largest_at"], "smallest_at": g["smallest_at"],
         }
+    out["exchange"] = exchange_table(result, [by_name[a.arm] for a in result.arms if a.arm in by_name],
+                                     out["ladder_law"])
+    out["warnings"] = ladder_warnings(result)
     if redundancy:
         seen = set()
         for arm in arms:
@@ -241,9 +246,90 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
     return out
 
 
+def exchange_table(result, arms: list[Arm], laws: dict) -> dict:
+    """The exchange rate of every trained arm at every width (``analysis.exchange_rate``), and its sentence.
+
+    Pairs: ``analysis.pair_arms`` (same unit and init: yat-trained with yat-frozen, yat-data-trained with
+    yat-data-frozen, ...). For each trained width with a finite mean, the frozen arm of the pair is read
+    through its mean ``best_acc`` per ladder width and its fitted ladder law (``laws[frozen]``).
+
+    Returns: ``{"rows": [{"trained", "frozen", "width", "trained_acc", "frozen_width", "method",
+      "floor_acc", "text", ("between" | "why")}], "sentence": str}``; rows empty without a pair.
+    """
+    widths = list(result.plan["widths"])
+    cells = {a.arm: a.cells for a in result.arms}
+    rows = []
+    for frozen, trained in an.pair_arms(arms):
+        f_means = [(cells[frozen].get(w) or {}).get("mean") for w in widths]
+        for w in widths:
+            acc = (cells[trained].get(w) or {}).get("mean")
+            row = {"trained": trained, "frozen": frozen, "width": int(w), "trained_acc": acc}
+            if acc is None:
+                row.update(frozen_width=None, method="none", floor_acc=None, text="none (no trained accuracy)",
+                           why=f"{trained} has no accuracy at m = {w} (every seed diverged or is missing)")
+            else:
+                row.update(an.exchange_rate(widths, f_means, laws.get(frozen), acc))
+            rows.append(row)
+    measured = [r for r in rows if r["trained_acc"] is not None]
+    if rows and not measured:
+        sentence = (f"{rows[0]['trained']} has no accuracy at any width (every seed diverged or is missing): "
+                    "no exchange rate.")
+    else:
+        sentence = an.exchange_sentence(measured, widths)
+    return {"rows": rows, "sentence": sentence}
+
+
+def ladder_warnings(result) -> list[str]:
+    """One line per arm with unstable ladder runs, and one per arm whose rate bracket chose an end of its grid.
+
+    Unstable: ``analysis.unstable_reason`` on the records of the arm's ladder cells (chosen rate, the
+    plan's widths and seeds); the line names the arm, the widths with how many seeds each, the rate and
+    the reason of the first flagged run. Edge: the bracket (SPEC section 5, m = 256, seed 0) chose the
+    smallest or largest rate of a grid of two or more (a better rate may lie beyond it); the rule itself is
+    unchanged. No lines for a fixed ``--lr`` (no bracket) beyond the unstable ones.
+
+    Returns: the lines, each starting with the arm's name.
+    """
+    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+
+    lines = []
+    for a in result.arms:
+        if a.failed or a.lr is None:
+            continue
+        recs = sorted(ladder_records(result, a.arm), key=lambda r: (r["config"]["width"], r["config"]["seed"]))
+        flagged = [(r, an.unstable_reason(r)) for r in recs]
+        flagged = [(r, why) for r, why in flagged if why]
+        if flagged:
+            per: dict[int, list] = {}
+            for r in recs:
+                per.setdefault(r["config"]["width"], []).append(r)
+            counts = {w: (sum(1 for r, _ in flagged if r["config"]["width"] == w), len(per[w]))
+                      for w in sorted({r["config"]["width"] for r, _ in flagged})}
+            if len(counts) > 1 and len(set(counts.values())) == 1:  # the same count at every width: say it once
+                k, n = next(iter(counts.values()))
+                where = f"{', '.join(map(str, counts))} ({k} of {_count_seeds(n)} each)"
+            else:
+                where = ", ".join(f"{w} ({k} of {_count_seeds(n)})" for w, (k, n) in counts.items())
+            rate = f"lr {a.lr:g} (fixed)" if not a.bracket else f"lr {a.lr:g} (bracketed at m = {BRACKET_WIDTH})"
+            r0, why0 = flagged[0]
+            first = "" if len(flagged) == 1 else f"first m = {r0['config']['width']} seed {r0['config']['seed']}, "
+            lines.append(f"{a.arm}: unstable at m = {where} with {rate}: {first}{why0}")
+        grid = list(a.bracket)
+        if len(grid) >= 2 and repr(a.lr) in (grid[0], grid[-1]):
+            top = repr(a.lr) == grid[-1]
+            lines.append(f"{a.arm}: the rate bracket (m = {BRACKET_WIDTH}, seed {BRACKET_SEED}) chose lr {a.lr:g}, "
+                         f"the {'largest' if top else 'smallest'} of its grid "
+                         f"{', '.join(f'{float(k):g}' for k in grid)}: a better rate may lie {'above' if top else 'below'} it")
+    return lines
+
+
+def _count_seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
 CSV_FIELDS = (
     "key", "arm", "plugin", "width", "seed", "lr", "epochs", "batch", "train_size", "weight_decay", "fan_in",
-    "data", "in_ladder", "best_acc", "final_acc", "best_epoch", "diverged", "w_move_rel", "unit_median",
+    "data", "in_ladder", "best_acc", "final_acc", "best_epoch", "diverged", "unstable", "w_move_rel", "unit_median",
     "unit_max", "seconds", "curve", "train_loss",
 )
 
@@ -256,7 +342,7 @@ def runs_table(result) -> tuple[list[str], list[list]]:
     (%), movement (relative norms), each learned scalar as
     ``<name>_start``/``<name>_end``, seconds, and the per-epoch test accuracy
     curve and training loss joined by ``;``. ``diverged`` is empty or
-    ``epoch:step``.
+    ``epoch:step``; ``unstable`` is empty or the reason (``analysis.unstable_reason``).
     """
     ladder_keys = {r["key"] for a in result.arms for r in ladder_records(result, a.arm)}
     names = sorted({k for r in result.runs for k in ((r.get("scalars") or {}).get("start") or {})})
@@ -269,7 +355,7 @@ def runs_table(result) -> tuple[list[str], list[list]]:
         row = [r["key"], c["arm"], c.get("plugin"), c["width"], c["seed"], c["lr"], c.get("epochs"), c.get("batch"),
                c.get("train_size"), c.get("weight_decay"), c.get("fan_in"), c.get("data"), int(r["key"] in ladder_keys),
                r.get("best_acc"), r.get("final_acc"), r.get("best_epoch"),
-               "" if div is None else f"{div.get('epoch')}:{div.get('step')}",
+               "" if div is None else f"{div.get('epoch')}:{div.get('step')}", an.unstable_reason(r),
                mv.get("w_move_rel"), mv.get("unit_median"), mv.get("unit_max"), r.get("seconds"),
                ";".join(f"{v:.4f}" for v in r.get("curve") or []),
                ";".join(f"{v:.6g}" for v in r.get("train_loss") or [])]
