@@ -49,12 +49,14 @@ def stand_in_reference(ws, path: Path) -> dict:
     doc = build_reference(ws, xr._plan(None, dict(TINY.ladder.plan)), "stand-in", where="the test machine")
     p = doc["payload"]
     run = next(r for r in p["runs"] if r["config"]["arm"] == "yat-frozen" and r["config"]["width"] == 16)
+    # Exactly one flagged run: 1-epoch toy runs can meet the real rule too (their first epoch's mean loss
+    # includes the untrained start, docs/ladder.md), which would blur what the page is checked for.
     for r in p["runs"]:
-        r.setdefault("unstable", None)
+        r["unstable"] = None
     run["unstable"] = UNSTABLE
-    arm = next(a for a in p["arms"] if a["arm"] == "yat-frozen")
-    for w, c in arm["cells"].items():
-        c["unstable"] = int(w == "16")
+    for a in p["arms"]:
+        for w, c in a["cells"].items():
+            c["unstable"] = int(a["arm"] == "yat-frozen" and w == "16")
     p["analysis"].setdefault("exchange", {
         "sentence": "8 trained yat units: matched by the frozen yat bank at m = 12 (stand-in).",
         "rows": [{"trained": "yat-trained", "frozen": "yat-frozen", "width": w, "trained_acc": 70.0, "frozen_width": 12.0,

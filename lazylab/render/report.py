@@ -107,17 +107,23 @@ def _jsonable(obj):
 
 
 # ----------------------------------------------------- trajectory finals figure
-def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals") -> list[Path]:
+def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
+                      prototype_scale: str = "per-image") -> list[Path]:
     """Where the prototypes started and where they ended, with the full travel and accuracy curves.
 
     Left: per arm whose prototypes are images, its first prototypes at epoch 0
-    (upper row) and at the last epoch (lower row), on the GIF's shared colour
-    scale. Right: median per-unit relative travel ``||w_t - w_0|| / ||w_0||``
-    and test accuracy (%) per epoch. Writes ``<stem>.png`` and ``<stem>.svg``.
+    (upper row) and at the last epoch (lower row), each image on its own
+    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``, printed under
+    it) or all on the GIF's shared scale (``"shared"``), as
+    ``lazylab.render.trajectory.scale_caption`` says on the picture. Right:
+    median per-unit relative travel ``||w_t - w_0|| / ||w_0||`` and test
+    accuracy (%) per epoch, in each arm's unit colour and init marker
+    (``lazylab.render.style``). Writes ``<stem>.png`` and ``<stem>.svg``.
     """
     from matplotlib.ticker import MaxNLocator
 
-    from lazylab.render.trajectory import CMAP, COLUMNS, colour_scale, image_rows
+    from lazylab.render.style import arm_style
+    from lazylab.render.trajectory import CMAP, COLUMNS, colour_scale, image_rows, image_scale, scale_caption
 
     rows = image_rows(result)
     arms = result.arms
@@ -129,7 +135,7 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals") 
     fig = figure((W, H), 110)
     if rows:
         side = int(round(rows[0].snapshots.shape[-1] ** 0.5))
-        v = colour_scale([a.snapshots[:, :cols] for a in rows])
+        shared = colour_scale([a.snapshots[:, :cols] for a in rows])
         im = None
         for r, a in enumerate(rows):
             last = a.snapshots.shape[0] - 1
@@ -139,8 +145,12 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals") 
                 for c in range(cols):
                     ax = fig.add_axes(((label_w + c * cell + 0.03) / W, y0 + 0.03 / H, (cell - 0.06) / W, (cell - 0.06) / H))
                     ax.set_axis_off()
-                    im = ax.imshow(a.snapshots[t, c].reshape(side, side), cmap=CMAP, vmin=-v, vmax=v,
-                                   interpolation="nearest")
+                    image = a.snapshots[t, c]
+                    v = image_scale(image) if prototype_scale == "per-image" else shared
+                    im = ax.imshow(image.reshape(side, side) / v, cmap=CMAP, vmin=-1, vmax=1, interpolation="nearest")
+                    if prototype_scale == "per-image":
+                        ax.text(0.5, -0.02, f"±{v:.3g}", transform=ax.transAxes, ha="center", va="top", fontsize=5.5,
+                                color="0.3")
             ym = (0.35 + (2 * (len(rows) - 1 - r) + 1) * cell) / H
             fig.text(0.1 / W, ym + 0.22 * cell / H, a.arm, fontsize=8.5, weight="bold", va="center")
             fig.text(0.1 / W, ym - 0.1 * cell / H, f"{a.init} init, lr {a.lr:g}", fontsize=7.5, va="center", color="0.3")
@@ -148,20 +158,23 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals") 
                      va="center", color="0.3")
         cax = fig.add_axes(((label_w + cols * cell + 0.12) / W, 0.35 / H, 0.12 / W, 2 * len(rows) * cell / H))
         bar = fig.colorbar(im, cax=cax)
-        bar.set_label(f"pixel value, [-{v:g}, {v:g}]", fontsize=7)
+        bar.set_label("pixel value / max|w| of its image" if prototype_scale == "per-image"
+                      else f"pixel value / {shared:g}", fontsize=7)
         bar.ax.tick_params(labelsize=6.5)
         fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.25) / H,
                  f"first {cols} prototypes, m = {result.plan['width']}",
                  ha="center", va="center", fontsize=10, weight="bold")
+        fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.05) / H,
+                 scale_caption(prototype_scale, shared), ha="center", va="center", fontsize=6.5, color="0.2")
     x0 = (left_w + 0.75) / W
     wpanel = (curve_w - 1.0) / W
     ax_t = fig.add_axes((x0, 0.58, wpanel, 0.33))
     ax_a = fig.add_axes((x0, 0.1, wpanel, 0.33))
-    for i, a in enumerate(arms):
-        style = "-" if a.init == "random" else "--"
+    for a in arms:
+        st = arm_style(a.arm, a.init)
         ep = a.record["epochs"]
-        ax_t.plot(ep, a.record["travel_median"], style, color=f"C{i % 10}", lw=1.8, label=f"{a.arm} (lr {a.lr:g})")
-        ax_a.plot(ep[1:], a.record["accuracy"][1:], style, color=f"C{i % 10}", lw=1.8, label=a.arm)
+        ax_t.plot(ep, a.record["travel_median"], **st.kwargs(), ms=3, lw=1.8, label=f"{a.arm} (lr {a.lr:g})")
+        ax_a.plot(ep[1:], a.record["accuracy"][1:], **st.kwargs(), ms=3, lw=1.8, label=a.arm)
     for ax, title in ((ax_t, "median per-unit travel ||w_t - w_0|| / ||w_0||"), (ax_a, "test accuracy (%)")):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("epoch", fontsize=8)
@@ -411,7 +424,8 @@ class Renderer:
         self._tick("drawing trajectory GIFs")
         drawn = render_trajectory(res, self.out, self.settings.trajectory.prototype_scale)
         self._done("drawing trajectory GIFs")
-        data = {**self._trajectory_data(res), "colour_scale": drawn["colour_scale"], "notes": res.notes + drawn["notes"]}
+        data = {**self._trajectory_data(res), "colour_scale": drawn["colour_scale"], "caption": drawn.get("caption"),
+                "notes": res.notes + drawn["notes"]}
         return [Path(f["path"]) for f in drawn["files"].values()], data, computed
 
     def _lab(self):
@@ -455,7 +469,7 @@ class Renderer:
     def _job_trajectory_finals(self, spec):
         res, computed = self._trajectory()
         self._tick("drawing trajectory_finals")
-        paths = trajectory_finals(res, self.out)
+        paths = trajectory_finals(res, self.out, prototype_scale=self.settings.trajectory.prototype_scale)
         self._done("drawing trajectory_finals")
         return paths, self._trajectory_data(res), computed
 
@@ -703,7 +717,25 @@ def _paper_section(e: dict | None) -> str:
                  f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
     return "\n".join([label, *_exchange_block(d, "paper-"),
                       _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", _ACCURACY_CAPTION),
-                      _ladder_section(e, "paper-", "paper", lead=True)])
+                      _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
+
+
+def _published_block(d: dict) -> str:
+    """The published study's numbers against this ladder's (``lazylab.published.compare``), with the why of each
+    difference."""
+    from lazylab.published import AGREE_POINTS, compare
+
+    rows = [[_e(r["what"]), _e(r["published"]), _e(r["ours"]),
+             _f(r["difference"], "+.2f"), f'<span class="{"pass" if r["verdict"] == "agrees" else "fail"}">'
+             f'{_e(r["verdict"])}</span>', _e(r["why"] or "-")] for r in compare(d)]
+    if not rows:
+        return ""
+    return ("<h3>Against the published numbers</h3>"
+            f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within 0.05 in "
+            "mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column says what this "
+            "project measured about it (docs/results.md).</p>"
+            + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
+                     "published-table", left={0, 5}))
 
 
 def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
@@ -902,7 +934,7 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             f'epochs on {d["train_size"]:,} training images, seed {d["seed"]}.{why}</p>'
             + _img(t, "trajectory_prototypes.gif", "prototypes epoch by epoch",
                    "The first prototypes of each arm as 28×28 images, epoch by epoch; random-init rows above data-init "
-                   "rows; one colour scale for every row and frame.")
+                   "rows; " + _e((t["data"].get("caption") if t else None) or "colour: see the picture") + ".")
             + _img(t, "trajectory_curves.gif", "travel and accuracy through training",
                    "Median per-unit relative travel ||w_t − w_0|| / ||w_0|| and test accuracy, drawn through training.")
             + _img(tf, "trajectory_finals.png", "first and last epoch",
