@@ -318,15 +318,14 @@ def test_report_loads_in_a_headless_browser(rendered, browser, tmp_path):
 
 
 def _open_at(browser, page: Path, width: int, height: int = 900) -> None:
-    """Load ``page`` with a viewport exactly ``width`` px wide and wait for its images."""
-    browser.set_window_size(width, height)
-    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
-    browser.set_window_size(2 * width - inner[0], 2 * height - inner[1])
-    browser.get(page.resolve().as_uri())
-    deadline = time.time() + 30
-    while time.time() < deadline and not browser.execute_script(
-            "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"):
-        time.sleep(0.2)
+    """Load ``page`` with a viewport exactly ``width`` px wide and wait for its images, as the screenshot script does."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("screenshots", Path(__file__).resolve().parents[1] / "scripts" /
+                                                  "screenshots.py")
+    screenshots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(screenshots)
+    screenshots.load(browser, page, width, height)
     assert browser.execute_script("return window.innerWidth") == width
 
 
