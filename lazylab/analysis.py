@@ -421,6 +421,9 @@ def format_width(m: float) -> str:
     return f"{m:.0f}" if m < 1e5 else f"{m:.2g}"
 
 
+MAX_EXCHANGE_LOG10 = 15  # beyond 10^15 units an extrapolated width is reported as a bound, not a number
+
+
 def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float | None], frozen_law: dict | None,
                   trained_acc: float) -> dict:
     """The width of a frozen bank whose accuracy matches ``trained_acc`` (the study's exchange rate).
@@ -492,7 +495,15 @@ def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float |
         if c <= 0 or alpha <= 0:
             return out(None, "none", "none (the frozen law does not fall with width)",
                        why=f"the frozen arm's fitted law has c = {c:.3g}, alpha = {alpha:.3g}")
-        width = (c / (err_t - floor)) ** (1.0 / alpha)
+        # In log space: with alpha near its lower bound the power overflows a float.
+        log10_width = (math.log10(c) - math.log10(err_t - floor)) / alpha
+        if where and log10_width >= math.log10(m[0]):
+            # The law, fitted on the climb, cannot place a match the smallest bank already beats.
+            return below_sweep()
+        if log10_width > MAX_EXCHANGE_LOG10:
+            return out(None, "extrapolated", f"> 1e{MAX_EXCHANGE_LOG10} (extrapolated)",
+                       note=f"the law puts the match at about 10^{log10_width:.0f} units")
+        width = 10.0 ** log10_width
         if not where and width <= m[-1]:
             # The law, fitted on the climb, lands among measured widths that fall short: say so.
             k = int(np.argmax(acc))
@@ -501,7 +512,11 @@ def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float |
                 note += f"; the law is fitted on its climbing region ({law['widths'][0]}-{law['widths'][-1]})"
             return out(width, "extrapolated", f"{format_width(width)} (law only: measured banks fall short)",
                        peak=[_num_or_int(m[k]), float(acc[k])], note=note)
-        return out(width, "extrapolated", f"{format_width(width)} (extrapolated{where})")
+        return out(width, "extrapolated", f"{format_width(width)} (extrapolated{where})", **({"below": True} if where else {}))
+
+    def below_sweep():
+        return out(None, "none", f"<= {format_width(m[0])} (below the sweep)", below=True,
+                   why=f"the smallest frozen width, {format_width(m[0])}, already reaches {t:.2f} %")
 
     if len(m) == 0:
         return out(None, "none", "none (no frozen data)", why="the frozen arm has no finite mean accuracy")
@@ -515,8 +530,7 @@ def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float |
     if len(reached):  # the smallest frozen width already matches: the crossing lies below the sweep
         if law is not None and err_t > float(law["floor"]):
             return from_law(" below the sweep")
-        return out(None, "none", f"<= {format_width(m[0])} (below the sweep)",
-                   why=f"the smallest frozen width, {format_width(m[0])}, already reaches {t:.2f} %")
+        return below_sweep()
     if law is None:
         why = (frozen_law or {}).get("skipped") or "the frozen arm has no fitted ladder law"
         return out(None, "none", "none (no frozen law)",
@@ -558,13 +572,19 @@ def exchange_sentence(rows: Sequence[dict], sweep: Sequence[int]) -> str:
             return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them: the measured curve peaks "
                     f"at {ap:.1f} % (m = {format_width(mp)}) and falls short beyond it, while the law fitted on its climb "
                     f"(floor {100 - r['floor_acc']:.1f} % error) would match them at about {w} units.")
-        if sweep and r["frozen_width"] < min(sweep):
+        if r.get("below"):
             return (f"{who}: even the smallest frozen {unit} bank in the sweep matches them; the fitted law puts "
                     f"the match at about {format_width(r['frozen_width'])} units.")
+        if r["frozen_width"] is None:
+            return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them; the frozen law puts the "
+                    f"match beyond any bank one could build ({r['text']}).")
         times = r["frozen_width"] / max(sweep) if sweep else float("nan")
         return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them; the frozen law, with its "
                 f"fitted floor at {100 - r['floor_acc']:.1f} % error, puts the match at about "
                 f"{format_width(r['frozen_width'])} units, {times:.3g} times the widest bank measured.")
+    if r.get("below"):
+        smallest = format_width(min(sweep)) if sweep else "?"
+        return f"{who}: even the smallest frozen {unit} bank in the sweep (m = {smallest}) matches them."
     if r["method"] == "never":
         every = len(pair) > 1 and all(x["method"] == "never" for x in pair)
         tail = f", and the same holds at every trained width up to {max(x['width'] for x in pair)}" if every else ""

@@ -34,6 +34,7 @@ PUBLISHED_REDUNDANCY = (
                               "--redundancy-sample with-seeds): each unit's self-match spike makes its column "
                               "near one-hot; on images that seed no unit the data bank is the more redundant one"),
 )
+WIDE = 1024  # the frozen curves' measured fall (WHY_FALL) starts past this width
 WHY_FALL = ("the rate bracketed at m = 256 is too large for wide frozen banks: the protocol's curve falls while the "
             "convex optimum of the same head stays flat (docs/results.md, \"Where is the wall?\")")
 
@@ -61,7 +62,8 @@ def compare(payload: dict) -> list[dict]:
       ``published`` and ``ours`` are display strings; ``difference`` is ours minus
       published in points (None for rungs and redundancy); ``verdict`` is
       ``"agrees"`` (within ``AGREE_POINTS``) or ``"differs"``; ``why`` says what
-      this project measured about a difference ("" when it agrees). A redundancy
+      this project measured about a difference ("" when it agrees; "not
+      investigated here" when nothing was). A redundancy
       agrees when its mean |corr| is within 0.05 and its participation ratio within
       a factor 1.5 of the published one.
     """
@@ -73,8 +75,8 @@ def compare(payload: dict) -> list[dict]:
         diff = c["mean"] - pub
         ours = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c.get("n", 1) > 1 and c.get("std") is not None else "")
         verdict = _verdict(diff)
-        why = "" if verdict == "agrees" else (WHY_FALL if diff < 0 and arm.endswith("-frozen") else
-                                              "seed spread and float rounding carried through 12 epochs")
+        why = "" if verdict == "agrees" else (WHY_FALL if diff < 0 and arm.endswith("-frozen") and width >= WIDE
+                                              else "not investigated here")
         rows.append({"what": what, "published": f"{pub:.1f}", "ours": ours, "difference": round(diff, 2),
                      "verdict": verdict, "why": why})
     for what, arm, rung, by in RUNG_POINTS:
@@ -94,11 +96,12 @@ def compare(payload: dict) -> list[dict]:
                      f"{','.join(map(str, law.get('widths', [])))})", "difference": round(diff, 2), "verdict": verdict,
                      "why": "" if verdict == "agrees" else
                      "the floor is fitted on the climbing region only; a ladder with few widths or epochs moves it"})
-    red = payload.get("analysis", {}).get("redundancy", {})
+    analysis = payload.get("analysis", {})
+    red, m = analysis.get("redundancy", {}), analysis.get("settings", {}).get("redundancy_width", 256)
     for bank, corr, pr, why in PUBLISHED_REDUNDANCY:
         r = red.get(bank)
-        if not r or r.get("mean_abs_corr") is None:
-            continue
+        if m != 256 or not r or r.get("mean_abs_corr") is None or not (r.get("participation_ratio") or 0) > 0:
+            continue  # the published figures are at m = 256
         close = abs(r["mean_abs_corr"] - corr) <= 0.05 and abs(math.log(r["participation_ratio"] / pr)) <= math.log(1.5)
         rows.append({"what": f"{bank} bank at m = 256: mean |corr|, participation ratio",
                      "published": f"{corr:.2f}, about {pr:.0f}",

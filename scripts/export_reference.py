@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         doc = build_reference(ws, _plan("paper"), "paper", args.where, args.when, args.command)
         write_text_atomically(args.out, dump_reference(doc), "--out")
         load_reference(args.out)  # what the report will read back
-    except LazylabError as exc:
+    except (LazylabError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     p = doc["provenance"]

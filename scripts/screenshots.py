@@ -7,7 +7,8 @@ REPORT defaults to $LAZYLAB_OUT/render/report.html (else out/render/report.html)
 ``report_<width>.png`` per width: the first screen (``--height`` px tall), or with ``--full`` the
 whole page (capped at 16,000 px). Needs Debian's chromium and chromium-driver and selenium
 (``bash scripts/setup.sh``), as tests/test_render.py does. Prints each file with its size and
-whether the page scrolled sideways at that width (it must not: wide tables scroll inside their box).
+whether the page scrolled sideways at that width (it must not: wide tables scroll inside their box;
+exit 1 if it did).
 """
 
 from __future__ import annotations
@@ -69,7 +70,12 @@ def main(argv=None) -> int:
     if not args.report.is_file():
         print(f"error: {args.report} is not a file (lazylab render report writes it)", file=sys.stderr)
         return 2
-    widths = [int(w) for w in args.widths.split(",")]
+    try:
+        widths = [int(w) for w in args.widths.split(",")]
+    except ValueError:
+        print(f"error: --widths: {args.widths!r} is not a comma-separated list of integers", file=sys.stderr)
+        return 2
+    scrolled = []
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as profile:
         browser = driver(profile)
@@ -77,6 +83,7 @@ def main(argv=None) -> int:
             for w in widths:
                 load(browser, args.report, w, args.height)
                 sideways = browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
+                scrolled += [w] if sideways else []
                 if args.full:
                     h = min(16000, browser.execute_script("return document.documentElement.scrollHeight"))
                     load(browser, args.report, w, h)
@@ -90,6 +97,9 @@ def main(argv=None) -> int:
                       f"page scrolls sideways at {w} px: {'YES' if sideways else 'no'}")
         finally:
             browser.quit()
+    if scrolled:
+        print(f"error: the page scrolls sideways at {', '.join(map(str, scrolled))} px", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -99,6 +99,25 @@ def _row(width, acc, result, trained="yat-trained", frozen="yat-frozen"):
     return {"trained": trained, "frozen": frozen, "width": width, "trained_acc": acc, **result}
 
 
+def test_below_the_sweep_is_a_bound_unless_the_law_places_the_match_below_it():
+    widths, means = [16, 64, 256], [80.0, 82.0, 84.0]
+    # (c / (err_t - floor))^(1/alpha) = (100 / 11)^2 = 82.6: above m = 16, which already reaches 79 %
+    r = an.exchange_rate(widths, means, {"floor": 10.0, "c": 100.0, "alpha": 0.5}, 79.0)
+    assert r["frozen_width"] is None and r["text"] == "<= 16 (below the sweep)" and r["below"]
+    # (10 / 11)^2 = 0.83 units: below the sweep, from the law
+    r = an.exchange_rate(widths, means, {"floor": 10.0, "c": 10.0, "alpha": 0.5}, 79.0)
+    assert math.isclose(r["frozen_width"], (10 / 11) ** 2) and r["below"]
+    r.update(trained="yat-trained", frozen="yat-frozen", width=16, trained_acc=79.0)
+    assert "even the smallest frozen yat bank" in an.exchange_sentence([r], widths)
+
+
+def test_an_astronomical_law_width_is_a_bound_not_an_overflow():
+    # alpha at its lower bound: (5 / 1)^(1/0.001) overflows a float
+    r = an.exchange_rate([16, 64, 256], [70.0, 75.0, 80.0], {"floor": 10.0, "c": 5.0, "alpha": 0.001}, 89.0)
+    assert r["method"] == "extrapolated" and r["frozen_width"] is None and r["text"] == "> 1e15 (extrapolated)"
+    assert "10^699" in r["note"]
+
+
 def test_sentence_answers_for_the_smallest_trained_width():
     means = [100 - e for e in an.power_law(W, 14.0, 100.0, 0.5)]
     law = an.ladder_law(W, means)

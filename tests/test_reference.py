@@ -122,6 +122,27 @@ def test_an_exported_reference_reads_back_and_agrees_with_its_records(tiny):
     assert all(0 < a <= 100 for a in accs.values())
 
 
+def test_a_payload_from_before_the_unstable_field_gets_it_from_its_loss_curves(tiny):
+    from lazylab.reference import check_payload
+
+    payload = json.loads(json.dumps(tiny["doc"]["payload"]))
+    want_runs = [r["unstable"] for r in payload["runs"]]
+    want_cells = [c["unstable"] for a in payload["arms"] for c in a["cells"].values()]
+    run = payload["runs"][0]
+    run["train_loss"][run["best_epoch"] - 1] = 7.5  # above ln 10 at its best epoch: now unstable
+    for r in payload["runs"]:
+        del r["unstable"]
+    for a in payload["arms"]:
+        for c in a["cells"].values():
+            del c["unstable"]
+    check_payload(payload)
+    assert payload["runs"][0]["unstable"] and "ln 10" in payload["runs"][0]["unstable"]
+    assert [r["unstable"] for r in payload["runs"][1:]] == want_runs[1:]
+    cells = [c["unstable"] for a in payload["arms"] for c in a["cells"].values()]
+    assert sum(cells) == sum(want_cells) + (not want_runs[0] and run["config"]["lr"] ==
+                                            next(a["lr"] for a in payload["arms"] if a["arm"] == run["config"]["arm"]))
+
+
 def test_a_changed_record_breaks_the_check(tiny):
     doc = json.loads(json.dumps(tiny["doc"]))
     doc["payload"]["runs"][0]["best_acc"] += 1.0

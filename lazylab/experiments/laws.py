@@ -314,7 +314,7 @@ def ladder_warnings(result) -> list[str]:
             r0, why0 = flagged[0]
             first = "" if len(flagged) == 1 else f"first m = {r0['config']['width']} seed {r0['config']['seed']}, "
             lines.append(f"{a.arm}: unstable at m = {where} with {rate}: {first}{why0}")
-        grid = list(a.bracket)
+        grid = sorted(a.bracket, key=float)  # a plugin's grid need not be sorted
         if len(grid) >= 2 and repr(a.lr) in (grid[0], grid[-1]):
             top = repr(a.lr) == grid[-1]
             lines.append(f"{a.arm}: the rate bracket (m = {BRACKET_WIDTH}, seed {BRACKET_SEED}) chose lr {a.lr:g}, "

@@ -68,8 +68,9 @@ def check_payload(payload, where="ladder JSON") -> dict:
     (ints) and ``epochs``; ``arms``: one dict per plan arm with ``arm`` and ``cells``
     (``{str(width): {"mean": float | None, ...}}``); ``runs``: a list of records each with
     ``config`` (``arm``, ``width``, ``seed``, ``lr``) and ``best_acc`` (a number or None);
-    ``analysis``: a dict. Newer fields (``unstable``, ``analysis["exchange"]``,
-    ``analysis["warnings"]``) are optional.
+    ``analysis``: a dict with ``ladder_law``. Newer fields (``unstable``, ``analysis["exchange"]``,
+    ``analysis["warnings"]``) are optional; missing ``unstable`` marks are derived from the runs'
+    loss curves (``_mark_unstable``).
     Raises: LazylabError (one line, naming ``where`` and the first problem found).
     """
     if not isinstance(payload, dict):
@@ -87,8 +88,9 @@ def check_payload(payload, where="ladder JSON") -> dict:
     seeds = plan.get("seeds")
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _bad(where, "plan.seeds is not a non-empty list of integers")
-    if not isinstance(plan.get("epochs"), int) or plan["epochs"] < 1:
-        raise _bad(where, "plan.epochs is not a positive integer")
+    for field in ("epochs", "train_size"):
+        if not isinstance(plan.get(field), int) or plan[field] < 1:
+            raise _bad(where, f"plan.{field} is not a positive integer")
     summaries = payload.get("arms")
     if not isinstance(summaries, list) or [a.get("arm") if isinstance(a, dict) else None for a in summaries] != arms:
         raise _bad(where, "'arms' does not hold one summary per arm of the plan, in its order")
@@ -101,6 +103,10 @@ def check_payload(payload, where="ladder JSON") -> dict:
                 raise _bad(where, f"arm {a['arm']}: cell {w!r} is not a width of the plan")
             if c.get("mean") is not None and not _is_num(c["mean"]):
                 raise _bad(where, f"arm {a['arm']}, m = {w}: mean is not a number")
+            if not isinstance(c.get("n"), int) or (c.get("std") is not None and not _is_num(c["std"])):
+                raise _bad(where, f"arm {a['arm']}, m = {w}: no seed count n, or std is not a number")
+        if a.get("lr") is not None and not _is_num(a["lr"]):
+            raise _bad(where, f"arm {a['arm']}: lr is not a number")
     runs = payload.get("runs")
     if not isinstance(runs, list):
         raise _bad(where, "no 'runs' list")
@@ -112,9 +118,28 @@ def check_payload(payload, where="ladder JSON") -> dict:
             raise _bad(where, f"run {i}: arm {cfg['arm']!r} is not in the plan")
         if r.get("best_acc") is not None and not _is_num(r["best_acc"]):
             raise _bad(where, f"run {i}: best_acc is not a number")
-    if not isinstance(payload.get("analysis"), dict):
-        raise _bad(where, "no 'analysis' object")
+    if not isinstance(payload.get("analysis"), dict) or not isinstance(payload["analysis"].get("ladder_law"), dict):
+        raise _bad(where, "no 'analysis' object with a 'ladder_law'")
+    _mark_unstable(payload)
     return payload
+
+
+def _mark_unstable(payload: dict) -> None:
+    """Fill ``unstable`` (``lazylab.analysis.unstable_reason``) into the runs and cells of a payload written before
+    the field existed; their loss curves hold everything the rule needs."""
+    from lazylab.analysis import unstable_reason
+
+    runs = payload["runs"]
+    if all("unstable" in r for r in runs):
+        return
+    for r in runs:
+        if "unstable" not in r:
+            r["unstable"] = unstable_reason(r) if "train_loss" in r and "best_epoch" in r else None
+    for a in payload["arms"]:
+        for w, c in a["cells"].items():
+            c["unstable"] = sum(bool(r["unstable"]) for r in runs if r["config"]["arm"] == a["arm"]
+                                and str(r["config"]["width"]) == str(w) and r["config"]["lr"] == a.get("lr")
+                                and r["config"]["seed"] in payload["plan"]["seeds"])
 
 
 def load_reference(path: str | Path | None = None) -> dict:
@@ -177,10 +202,12 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
         raise LazylabError(f"the memo at {ws.memo.directory} lacks {missing} of the {preset} ladder's "
                            f"{present + missing} runs ({present} present); finish `lazylab ladder --preset {preset}` first")
     ws.memo_only = True
-    result = run_ladder(ws, plan)
-    analysis = analyse_ladder(ws, result, plan.arms)
-    wall_analysis(ws, plan, result, analysis)
-    ws.memo_only = False
+    try:
+        result = run_ladder(ws, plan)
+        analysis = analyse_ladder(ws, result, plan.arms)
+        wall_analysis(ws, plan, result, analysis)
+    finally:
+        ws.memo_only = False
     payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis}))
     now = datetime.now(timezone.utc)
     prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),

@@ -20,8 +20,8 @@ from lazylab.errors import LazylabError
 from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
 from lazylab.render.style import RIGHT_COLOUR, WRONG_COLOUR, arm_style, shades
 
-DPIS = (100, 80, 64, 50)
-TICK, CROSS = "\u2713", "\u2717"  # the readout's verdict on each garment, beside its colour  # tried in turn until the file fits in MAX_GIF_BYTES
+DPIS = (100, 80, 64, 50)  # tried in turn until the file fits in MAX_GIF_BYTES
+TICK, CROSS = "\u2713", "\u2717"  # the readout's verdict on each garment, beside its colour
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from lazylab.paths import writable_dir, write_atomically, write_text_atomically
 from lazylab.experiments import render as xr
 from lazylab.render.canvas import figure, read_gif
 
-RENDER_SCHEMA = 1  # bump when a picture's drawing changes: every job is then redrawn (from the memo)
+RENDER_SCHEMA = 2  # bump when a picture's drawing changes: every job is then redrawn (from the memo)
 MANIFEST = "manifest.json"
 REPORT = "report.html"
 GIF_JOBS = ("gram", "readout", "trajectory", "ntk_lab")
