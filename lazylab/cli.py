@@ -1425,43 +1425,46 @@ _preset_option = click.option(
          "two cores).")
 
 
-def _render_ladder(preset, from_json, arms_, widths, seeds, epochs):
-    """The render commands' ladder choice as ``LadderSettings`` (``--from``, or an explicit plan whose unset parts
-    come from the quick preset), or None for ``--preset``; conflicting options are a usage error."""
-    from lazylab.experiments.ladder import PRESETS
-    from lazylab.experiments.render import LadderSettings
+def _render_settings(preset=None, from_json=(), arms_=None, widths=None, seeds=None, epochs=None):
+    """The render commands' ``RenderSettings``: each ``--from`` file sets the part it names
+    (``experiments.render.with_json``: a ladder, gram, readout or trajectory ``--json`` file); the
+    ladder is that file, or an explicit plan whose unset parts come from the quick preset, or
+    ``--preset``. Conflicting ladder choices are a usage error."""
+    import dataclasses
 
+    from lazylab.experiments.ladder import PRESETS
+    from lazylab.experiments.render import DEFAULT_SETTINGS, LadderSettings, with_json
+
+    settings = DEFAULT_SETTINGS
+    for path in from_json:
+        settings = with_json(settings, path)  # a bad file is one line before anything is computed
+    ladder_file = settings.ladder.source is not None
     explicit = [n for n, v in (("--arms", arms_), ("--widths", widths), ("--seeds", seeds), ("--epochs", epochs))
                 if v is not None]
-    if from_json is not None and explicit:
+    if ladder_file and explicit:
         raise click.UsageError(f"--from shows a ladder file as written; it cannot be combined with {explicit[0]}")
-    if (from_json is not None or explicit) and preset != "auto":
-        raise click.UsageError(f"--preset {preset} names a ladder; so does {'--from' if from_json else explicit[0]}: give one")
-    if from_json is not None:
-        from lazylab.experiments.render import load_ladder_json
-
-        load_ladder_json(from_json)  # a bad file is one line before anything is computed
-        return LadderSettings.from_file(from_json)
+    if (ladder_file or explicit) and preset not in (None, "auto"):
+        raise click.UsageError(f"--preset {preset} names a ladder; so does {'--from' if ladder_file else explicit[0]}: give one")
+    if ladder_file:
+        return settings
     if not explicit:
-        return None
+        return settings.with_ladder(preset or "auto")
     q = PRESETS["quick"]
     names = [a.name for a in parse_arms(arms_)] if arms_ is not None else list(q["arms"])
-    return LadderSettings.explicit(arms=names, widths=list(widths or q["widths"]), seeds=list(seeds or q["seeds"]),
-                                   epochs=epochs or q["epochs"], train_size=q["train_size"], lr=None)
+    return dataclasses.replace(settings, ladder=LadderSettings.explicit(
+        arms=names, widths=list(widths or q["widths"]), seeds=list(seeds or q["seeds"]), epochs=epochs or q["epochs"],
+        train_size=q["train_size"], lr=None))
 
 
-def _render(stages, out_dir, redraw, data_dir, cache_dir, preset="auto", cache_limit=None, ladder=None):
-    """Run ``stages`` (names of ``Renderer`` methods) and print what each job did."""
-    import dataclasses
+def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=None):
+    """Run ``stages`` (names of ``Renderer`` methods) with ``settings`` and print what each job did."""
     import time
 
     from lazylab.experiments import Workspace
-    from lazylab.experiments.render import DEFAULT_SETTINGS
     from lazylab.render.report import Renderer
 
     t0 = time.perf_counter()
     out_dir = writable_dir(out_dir or default_out() / "render", "--out")
-    settings = DEFAULT_SETTINGS.with_ladder(preset) if ladder is None else dataclasses.replace(DEFAULT_SETTINGS, ladder=ladder)
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     entries, page = [], None
     with _progress() as progress:
@@ -1511,9 +1514,14 @@ def _computing_render_options(f):
     f = list_option("--widths", type=IntList(1, MAX_WIDTH), help="Your ladder: comma-separated widths [default: the quick preset's].")(f)
     f = list_option("--arms", "arms_", help="Your ladder: comma-separated arms, plugin arms too; missing runs are "
                                             "computed [default: the quick preset's].")(f)
-    f = click.option("--from", "from_json", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                     help="Your ladder from a file written by `lazylab ladder --json` (any arms, plugins too; nothing computed).")(f)
-    return _preset_option(cache_limit_option(_render_options(f)))
+    return _preset_option(cache_limit_option(_from_option(_render_options(f))))
+
+
+def _from_option(f):
+    return click.option("--from", "from_json", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
+                        help="A --json file of `lazylab ladder` (your ladder as written: any arms, plugins too), `gram`, "
+                             "`readout` or `trajectory` (that picture with the file's options, from the memo). "
+                             "Repeat for several.")(f)
 
 
 @cli.group()
@@ -1522,34 +1530,35 @@ def render():
 
 
 @render.command("gifs")
+@_from_option
 @_render_options
-def render_gifs(out_dir, redraw, data_dir, cache_dir):
+def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
     """Gram crystallization, readout race, prototype travel, trajectory curves and the NTK lab as looping GIFs."""
-    _render(("gifs",), out_dir, redraw, data_dir, cache_dir)
+    _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json))
 
 
 @render.command("figures")
 @_computing_render_options
 def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
     """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
-    _render(("figures",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
-            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
+    _render(("figures",), out_dir, redraw, data_dir, cache_dir,
+            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit)
 
 
 @render.command("report")
 @_computing_render_options
 def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
     """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit."""
-    _render(("report",), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
-            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
+    _render(("report",), out_dir, redraw, data_dir, cache_dir,
+            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit)
 
 
 @render.command("all")
 @_computing_render_options
 def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs):
     """Run gifs, then figures, then report (each picture drawn at most once)."""
-    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir, preset, cache_limit,
-            _render_ladder(preset, from_json, arms_, widths, seeds, epochs))
+    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir,
+            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit)
 
 
 # ----------------------------------------------------------- path options

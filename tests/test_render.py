@@ -396,7 +396,7 @@ def test_render_report_from_a_ladder_json_shows_a_plugin_arm(rendered, tmp_path,
 @pytest.mark.parametrize("content, needle", [
     ("{not json", "not JSON"),
     ('{"frames": [], "widths": []}', "gram --json"),
-    ('{"plan": {"arms": ["yat-frozen"], "widths": [8], "seeds": [0], "epochs": 1}, "arms": []}', "'arms' does not hold"),
+    ('{"plan": {"arms": ["yat-frozen"], "widths": [8], "seeds": [0], "epochs": 1, "train_size": 1024}, "arms": []}', "'arms' does not hold"),
     ('[1, 2]', "not a JSON object"),
 ])
 def test_render_from_a_bad_file_is_one_line(content, needle, tmp_path, capsys):
@@ -427,3 +427,28 @@ def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
     assert (plan["arms"], plan["widths"], plan["seeds"], plan["epochs"], plan["lr"]) == \
         (("yat-frozen", "rff-frozen"), (8, 16), (0,), 2, None)
     assert _render_ladder("auto", None, None, None, None, None) is None
+
+
+def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered, capsys, tmp_path):
+    """`render --from` with the --json of gram, readout and trajectory (run with TINY's options, memo hits) draws
+    those pictures with the files' configurations: the same memo keys as the settings that made them."""
+    memo, ws = rendered["memo"], rendered["ws"]
+    g, r, t = TINY.gram, TINY.readout, TINY.trajectory
+    assert run(capsys, "gram", "--max-units", g.max_units, "--frames", g.frames, "--ref-units", g.ref_units,
+               "--out", tmp_path / "g", "--cache-dir", memo)[0] == 0
+    assert run(capsys, "readout", "--widths", ",".join(map(str, r.widths)), "--train-size", r.train_size, "--steps",
+               r.steps, "--eval-every", r.eval_every, "--out", tmp_path / "r", "--cache-dir", memo)[0] == 0
+    assert run(capsys, "trajectory", "--arms", ",".join(t.arms), "--width", t.width, "--epochs", t.epochs, "--snapshots",
+               t.snapshots, "--train-size", t.train_size, "--lr", xr.FIXED_TRAJECTORY_LR, "--json", tmp_path / "t.json",
+               "--out", tmp_path / "t", "--cache-dir", memo)[0] == 0
+    s = xr.DEFAULT_SETTINGS
+    for path in (tmp_path / "g" / "gram.json", tmp_path / "r" / "readout.json", tmp_path / "t.json"):
+        s = xr.with_json(s, path)
+    assert xr.gram_spec(ws, s.gram)[1] == xr.gram_spec(ws, g)[1]
+    assert [c.key() for c in xr.readout_spec(ws, s.readout)[1]] == [c.key() for c in xr.readout_spec(ws, r)[1]]
+    assert [i["key"] for i in xr.trajectory_spec(ws, s.trajectory)] == [i["key"] for i in xr.trajectory_spec(ws, t)]
+    assert s.ntk == xr.DEFAULT_SETTINGS.ntk and s.ladder == xr.DEFAULT_SETTINGS.ladder  # nothing else changed
+    lab = tmp_path / "lab.json"
+    lab.write_text(json.dumps({"checks": []}))
+    code, out, err = run(capsys, "render", "gifs", "--from", lab, "--out", tmp_path / "o", "--cache-dir", memo)
+    assert_one_line_error(code, err, "lazylab ntk")

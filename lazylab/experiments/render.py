@@ -583,20 +583,19 @@ JSON_KINDS = {  # a key only that kind's --json output has at its top level -> i
 }
 
 
-def load_ladder_json(path) -> tuple[dict, str]:
-    """``(payload, sha256)`` of a file written by ``lazylab ladder --json`` (``render --from``).
+def json_kind(payload) -> str | None:
+    """Which command wrote a ``--json`` file: ``"trajectory"``, ``"gram"``, ``"readout"``, ``"ntk"``, else
+    ``"ladder"`` when it has a plan, else None."""
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("experiment") in ("gram", "readout"):
+        return payload["experiment"]
+    kind = next((k for key, k in JSON_KINDS.items() if key in payload), None)
+    return kind or ("ladder" if "plan" in payload else None)
 
-    The payload is checked by ``lazylab.reference.check_payload``; a plugin arm needs no
-    installed unit here (the file carries its numbers). Older files without the
-    ``unstable``/``exchange``/``warnings`` fields are shown without them.
-    Raises: LazylabError (one line) if the file cannot be read, is not JSON, is another
-      command's JSON (``gram``, ``readout``, ``trajectory``, ``ntk``: not shown from files), a
-      ``--readout convex`` ladder, or a malformed ladder payload.
-    """
-    import hashlib
+
+def _read_json(path) -> tuple[dict, bytes]:
     from pathlib import Path
-
-    from lazylab.reference import check_payload
 
     path = Path(path)
     try:
@@ -604,14 +603,70 @@ def load_ladder_json(path) -> tuple[dict, str]:
     except OSError as exc:
         raise LazylabError(f"--from: cannot read {path}: {exc.strerror or exc}") from None
     try:
-        payload = json.loads(raw)
+        return json.loads(raw), raw
     except ValueError as exc:
         raise LazylabError(f"--from: {path} is not JSON ({exc})") from None
-    if isinstance(payload, dict) and "plan" not in payload:
-        kind = next((k for key, k in JSON_KINDS.items() if key in payload), None)
-        if kind:
-            raise LazylabError(f"--from: {path} looks like `lazylab {kind} --json` output; render --from shows "
-                               "ladder JSON only (`lazylab ladder ... --json FILE`)")
+
+
+def with_json(settings: RenderSettings, path) -> RenderSettings:
+    """``settings`` with the part a ``--json`` file names replaced by that file's configuration (``render --from``).
+
+    A ``lazylab ladder --json`` file becomes the ladder shown as written (``load_ladder_json``); a
+    ``lazylab gram``, ``readout`` or ``trajectory`` ``--json`` file sets that picture's settings to the
+    configuration it records, so the picture is drawn from the memo entry that command left (or
+    recomputed, with the same memo key, if the memo lacks it). The rate of a trajectory whose arms were
+    bracketed is looked up again in the memo (``trajectory_rates``).
+    Raises: LazylabError (one line) for an unreadable file, another kind (``ntk``: not shown from
+      files), or a file that lacks the fields of its kind.
+    """
+    payload, _ = _read_json(path)
+    kind = json_kind(payload)
+    try:
+        if kind == "gram":
+            c = payload["config"]
+            return replace(settings, gram=GramSettings(
+                arm=c["arm"], max_units=c["max_units"], frames=c["frames"], classes=tuple(c["classes"]),
+                per_class=c["per_class"], seed=c["seed"], ref_units=c["ref_units"], fit_min=c["fit_min"],
+                repeats=c["repeats"]))
+        if kind == "readout":
+            cs = [c["config"] for c in payload["curves"]]
+            c = cs[0]
+            return replace(settings, readout=ReadoutSettings(
+                arm=c["arm"], widths=tuple(x["width"] for x in cs), train_size=c["train_size"], steps=c["steps"],
+                lr=c["lr"], eval_every=c["eval_every"], seed=c["seed"]))
+        if kind == "trajectory":
+            p = payload["plan"]
+            return replace(settings, trajectory=replace(
+                settings.trajectory, arms=tuple(p["arms"]), width=p["width"], epochs=p["epochs"],
+                snapshots=p["snapshots"], seed=p["seed"], lr=p["lr"], train_size=p["train_size"], fan_in=p["fan_in"]))
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LazylabError(f"--from: {path} looks like `lazylab {kind} --json` output but lacks {exc}") from None
+    if kind == "ntk":
+        raise LazylabError(f"--from: {path} is `lazylab ntk` output; the NTK pictures are drawn with their defaults "
+                           "(docs/render.md)")
+    load_ladder_json(path)  # a ladder's, or one line saying what is wrong with it, before anything is computed
+    return replace(settings, ladder=LadderSettings.from_file(path))
+
+
+def load_ladder_json(path) -> tuple[dict, str]:
+    """``(payload, sha256)`` of a file written by ``lazylab ladder --json`` (``render --from``).
+
+    The payload is checked by ``lazylab.reference.check_payload``; a plugin arm needs no
+    installed unit here (the file carries its numbers). Older files without the
+    ``unstable`` marks get them from their loss curves; without ``exchange``/``warnings`` they
+    are shown without them.
+    Raises: LazylabError (one line) if the file cannot be read, is not JSON, is another
+      command's JSON (``with_json`` takes those), a ``--readout convex`` ladder, or a
+      malformed ladder payload.
+    """
+    import hashlib
+
+    from lazylab.reference import check_payload
+
+    payload, raw = _read_json(path)
+    kind = json_kind(payload)
+    if kind not in ("ladder", None):
+        raise LazylabError(f"--from: {path} is `lazylab {kind} --json` output, not a ladder's")
     if isinstance(payload, dict) and isinstance(payload.get("plan"), dict) and payload["plan"].get("readout") == "convex":
         raise LazylabError(f"--from: {path} is a `ladder --readout convex` file; use `ladder --readout both --json`")
     check_payload(payload, f"--from {path}")
