@@ -408,11 +408,13 @@ def test_render_from_a_bad_file_is_one_line(content, needle, tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
-def test_render_with_an_unknown_arm_or_two_ladders_is_refused(tmp_path, capsys):
+def test_render_with_an_unknown_arm_or_two_ladders_is_refused(rendered, tmp_path, capsys):
     code, out, err = run(capsys, "render", "report", "--arms", "yat-frozen,nope", "--out", tmp_path / "o",
                          "--cache-dir", tmp_path / "m")
     assert_one_line_error(code, err, "nope")
-    code, out, err = run(capsys, "render", "report", "--from", tmp_path / "x.json", "--arms", "yat-frozen",
+    ladder = tmp_path / "x.json"  # a valid ladder payload: the stand-in reference's
+    ladder.write_text(json.dumps(json.loads(rendered["reference"].read_text())["payload"]))
+    code, out, err = run(capsys, "render", "report", "--from", ladder, "--arms", "yat-frozen",
                          "--cache-dir", tmp_path / "m")
     assert code == 2 and "cannot be combined with --arms" in err
     code, out, err = run(capsys, "render", "all", "--preset", "quick", "--widths", "16", "--cache-dir", tmp_path / "m")
@@ -420,13 +422,13 @@ def test_render_with_an_unknown_arm_or_two_ladders_is_refused(tmp_path, capsys):
 
 
 def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
-    from lazylab.cli import _render_ladder
+    from lazylab.cli import _render_settings
 
-    s = _render_ladder("auto", None, "yat-frozen,rff-frozen", (8, 16), None, 2)
+    s = _render_settings("auto", (), "yat-frozen,rff-frozen", (8, 16), None, 2).ladder
     plan = dict(s.plan)
     assert (plan["arms"], plan["widths"], plan["seeds"], plan["epochs"], plan["lr"]) == \
         (("yat-frozen", "rff-frozen"), (8, 16), (0,), 2, None)
-    assert _render_ladder("auto", None, None, None, None, None) is None
+    assert _render_settings("auto", (), None, None, None, None).ladder == xr.LadderSettings(preset="auto")
 
 
 def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered, capsys, tmp_path):
