@@ -113,7 +113,7 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
 
     Left: per arm whose prototypes are images, its first prototypes at epoch 0
     (upper row) and at the last epoch (lower row), each image on its own
-    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``, printed under
+    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``, its value printed in the GIF,
     it) or all on the GIF's shared scale (``"shared"``), as
     ``lazylab.render.trajectory.scale_caption`` says on the picture. Right:
     median per-unit relative travel ``||w_t - w_0|| / ||w_0||`` and test
@@ -148,9 +148,6 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
                     image = a.snapshots[t, c]
                     v = image_scale(image) if prototype_scale == "per-image" else shared
                     im = ax.imshow(image.reshape(side, side) / v, cmap=CMAP, vmin=-1, vmax=1, interpolation="nearest")
-                    if prototype_scale == "per-image":
-                        ax.text(0.5, -0.02, f"±{v:.3g}", transform=ax.transAxes, ha="center", va="top", fontsize=5.5,
-                                color="0.3")
             ym = (0.35 + (2 * (len(rows) - 1 - r) + 1) * cell) / H
             fig.text(0.1 / W, ym + 0.22 * cell / H, a.arm, fontsize=8.5, weight="bold", va="center")
             fig.text(0.1 / W, ym - 0.1 * cell / H, f"{a.init} init, lr {a.lr:g}", fontsize=7.5, va="center", color="0.3")
@@ -164,8 +161,11 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
         fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.25) / H,
                  f"first {cols} prototypes, m = {result.plan['width']}",
                  ha="center", va="center", fontsize=10, weight="bold")
+        caption = ("colour: each image on its own scale, symmetric about 0, ±max|w| of that image (the values are "
+                   "printed in trajectory_prototypes.gif)" if prototype_scale == "per-image"
+                   else scale_caption(prototype_scale, shared))
         fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.05) / H,
-                 scale_caption(prototype_scale, shared), ha="center", va="center", fontsize=6.5, color="0.2")
+                 caption, ha="center", va="center", fontsize=6.5, color="0.2")
     x0 = (left_w + 0.75) / W
     wpanel = (curve_w - 1.0) / W
     ax_t = fig.add_axes((x0, 0.58, wpanel, 0.33))
