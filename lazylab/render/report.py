@@ -113,9 +113,9 @@ def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
 
     Left: per arm whose prototypes are images, its first prototypes at epoch 0
     (upper row) and at the last epoch (lower row), each image on its own
-    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``, its value printed in the GIF,
-    it) or all on the GIF's shared scale (``"shared"``), as
-    ``lazylab.render.trajectory.scale_caption`` says on the picture. Right:
+    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``; the values are
+    printed in the GIF) or all on the GIF's shared scale (``"shared"``), as the
+    caption on the picture says. Right:
     median per-unit relative travel ``||w_t - w_0|| / ||w_0||`` and test
     accuracy (%) per epoch, in each arm's unit colour and init marker
     (``lazylab.render.style``). Writes ``<stem>.png`` and ``<stem>.svg``.
