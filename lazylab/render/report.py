@@ -569,6 +569,7 @@ pre{background:#f3f3f3;padding:.6rem;overflow-x:auto;font-size:.78rem;max-height
 p,li,figcaption,.source,summary{overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}.scroll table{margin:0}.scroll{margin:.6rem 0}
 .source{background:#fff8e1;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.6rem 0;font-size:.9rem}
+.figrow{display:flex;flex-wrap:wrap;gap:.8rem}.figrow figure{flex:1 1 420px;min-width:0}
 .answer{font-size:1.12rem;font-weight:600;background:#eef5ff;border-left:4px solid #0b5cad;padding:.5rem .8rem}
 .unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
 ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
@@ -672,18 +673,20 @@ def _unstable_table(d: dict, pid: str) -> str:
             + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
 
 
-def _exchange_block(d: dict, pid: str) -> list[str]:
-    """The study's answer for one ladder: ``analysis["exchange"]`` (sentence, then a table of each trained arm and
-    width against the frozen width of the same unit that matches it; ``text`` shown verbatim) and ``analysis["warnings"]``."""
+def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
+    """The study's answer for one ladder: ``analysis["exchange"]`` (sentence, then ``after_sentence`` (HTML), then a
+    table of each trained arm and width against the frozen width of the same unit that matches it; ``text`` shown
+    verbatim) and ``analysis["warnings"]``."""
     a = d["analysis"]
     ex = a.get("exchange")
     out = []
     if not ex:
-        out.append("<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
-                   "<code>lazylab ladder ... --json</code> with this version adds it.</p>")
+        out += ["<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
+                "<code>lazylab ladder ... --json</code> with this version adds it.</p>", after_sentence]
     else:
         if ex.get("sentence"):
             out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
+        out.append(after_sentence)
         rows = [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
                  _e(r.get("text")), _f(r.get("floor_acc"))] for r in ex.get("rows") or []]
         if rows:
@@ -697,9 +700,10 @@ def _exchange_block(d: dict, pid: str) -> list[str]:
     return out
 
 
-def _paper_section(e: dict | None) -> str:
-    """The page's lead: the paper ladder, from the memo or the shipped reference results (labelled), its accuracy
-    figure, exchange rate and warnings first; then its tables."""
+def _paper_section(e: dict | None, yours: dict | None = None) -> str:
+    """The page's lead: the paper ladder, from the memo or the shipped reference results (labelled), its
+    exchange-rate sentence, its accuracy figure beside that of your ladder (``yours``, the ladder job's entry),
+    the exchange table and warnings first; then its tables."""
     if not e or e["data"].get("source") in (None, "none"):
         note = (e or {}).get("data", {}).get("note", "no paper ladder")
         return (f"<p class=note>No paper ladder to show: {_e(note)}. <code>lazylab ladder</code> computes it (hours on "
@@ -715,8 +719,12 @@ def _paper_section(e: dict | None) -> str:
     else:
         label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
                  f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
-    return "\n".join([label, *_exchange_block(d, "paper-"),
-                      _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", _ACCURACY_CAPTION),
+    figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _ACCURACY_CAPTION)
+    if yours and yours["data"].get("name") != "paper":
+        figures += _img(yours, "ladder_accuracy.png", "your ladder: accuracy vs width",
+                        f'<b>Your ladder</b> ({_e(yours["data"].get("name"))}; its tables are in '
+                        '<a href="#ladder">Your ladder</a>). ' + _ACCURACY_CAPTION)
+    return "\n".join([label, *_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>'),
                       _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
 
 
@@ -872,7 +880,7 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
              if pplan.get("arms") else "")
     parts.append(f'<section id="paper"><h2>The answer: the paper ladder{shape}</h2>'
-                 + _paper_section(J.get("paper")) + "</section>")
+                 + _paper_section(J.get("paper"), J.get("ladder")) + "</section>")
     lad, pap = J.get("ladder"), J.get("paper")
     if lad and pap and lad["data"].get("name") == "paper" and pap["data"].get("source") == "memo":
         body = "<p class=note>Your ladder is the paper ladder, shown above from your memo.</p>"
