@@ -35,8 +35,9 @@ PUBLISHED_REDUNDANCY = (
                               "near one-hot; on images that seed no unit the data bank is the more redundant one"),
 )
 WIDE = 1024  # the frozen curves' measured fall (WHY_FALL) starts past this width
-WHY_FALL = ("the rate bracketed at m = 256 is too large for wide frozen banks: the protocol's curve falls while the "
-            "convex optimum of the same head stays flat (docs/results.md, \"Where is the wall?\")")
+WHY_FALL = ("the one rate bracketed at m = 256 is too large for wide frozen banks: past m = 1024 yat-frozen's protocol "
+            "curve falls while the convex optimum of the same head stays flat, and relu-frozen at m = 8192 reached "
+            "87.65 at a third of the rate (docs/results.md)")
 
 
 def _cell(payload: dict, arm: str, width: int) -> dict | None:
