@@ -94,6 +94,11 @@ def test_the_shipped_reference_is_the_whole_paper_ladder_and_agrees_with_its_rec
     assert len(doc["payload"]["runs"]) == 260 == xr._plan("paper").n_runs()
     check_reference(doc)
     assert doc["provenance"]["where"] and doc["provenance"]["when"][:2] == "20"
+    # the paper ladder measures every published point, and its analysis holds the redundancy grid
+    from lazylab.published import compare
+
+    assert len(compare(doc["payload"])) == 8
+    assert len(doc["payload"]["analysis"]["redundancy_grid"]) == 12
 
 
 @pytest.fixture(scope="module")
