@@ -1437,7 +1437,10 @@ def _render_settings(preset=None, from_json=(), arms_=None, widths=None, seeds=N
 
     settings = DEFAULT_SETTINGS
     for path in from_json:
+        before = settings.ladder.source
         settings = with_json(settings, path)  # a bad file is one line before anything is computed
+        if before is not None and settings.ladder.source != before:
+            raise click.UsageError(f"--from names two ladders ({before} and {path}); the report shows one of yours")
     ladder_file = settings.ladder.source is not None
     explicit = [n for n, v in (("--arms", arms_), ("--widths", widths), ("--seeds", seeds), ("--epochs", epochs))
                 if v is not None]

@@ -36,10 +36,13 @@ def writable_dir(path: str | Path, option: str) -> Path:
 def writable_file(path: str | Path, option: str) -> Path:
     """Check that the file ``path`` can be written (its folder is created); returns it.
 
-    Raises: LazylabError naming ``option`` if ``path`` is empty or a directory, or its folder is not writable.
+    Raises: LazylabError naming ``option`` if ``path`` is empty, ``-`` (standard output is not a file
+      here), a directory, or its folder is not writable.
     """
     if str(path) in ("", "."):
         raise LazylabError(f"{option}: empty path")
+    if str(path) == "-":
+        raise LazylabError(f"{option} -: this command writes files only; give a file path")
     path = Path(path)
     if path.is_dir():
         raise LazylabError(f"{option}: {path} is a directory, not a file")

@@ -154,3 +154,11 @@ def test_unknown_arm_under_lazylab_arms_says_why(capsys, memo_dir, monkeypatch):
         monkeypatch.delenv("LAZYLAB_ARMS")
         reset_registry()
     assert_one_line_error(code, err, "yat-frozen", "LAZYLAB_ARMS=relu", "relu-frozen")
+
+
+def test_json_to_standard_output_is_refused_in_one_line_not_written_as_a_file(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", "--seeds", "0", "--epochs", "1",
+                         "--lr", "0.1", "--train-size", "256", "--json", "-", "--cache-dir", tmp_path / "m")
+    assert_one_line_error(code, err, "--json -", "file path")
+    assert not (tmp_path / "-").exists() and not (tmp_path / "-.csv").exists()

@@ -419,6 +419,10 @@ def test_render_with_an_unknown_arm_or_two_ladders_is_refused(rendered, tmp_path
     assert code == 2 and "cannot be combined with --arms" in err
     code, out, err = run(capsys, "render", "all", "--preset", "quick", "--widths", "16", "--cache-dir", tmp_path / "m")
     assert code == 2 and "give one" in err
+    other = tmp_path / "y.json"
+    other.write_text(ladder.read_text())
+    code, out, err = run(capsys, "render", "report", "--from", ladder, "--from", other, "--cache-dir", tmp_path / "m")
+    assert code == 2 and "names two ladders" in err
 
 
 def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
@@ -450,6 +454,9 @@ def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered,
     assert [c.key() for c in xr.readout_spec(ws, s.readout)[1]] == [c.key() for c in xr.readout_spec(ws, r)[1]]
     assert [i["key"] for i in xr.trajectory_spec(ws, s.trajectory)] == [i["key"] for i in xr.trajectory_spec(ws, t)]
     assert s.ntk == xr.DEFAULT_SETTINGS.ntk and s.ladder == xr.DEFAULT_SETTINGS.ladder  # nothing else changed
+    # the report credits the command that made each picture, with its options
+    spec = Renderer(ws, tmp_path / "o", s).spec("gram")
+    assert spec["command"] == f"lazylab gram --max-units {g.max_units} --frames {g.frames} --ref-units {g.ref_units}"
     lab = tmp_path / "lab.json"
     lab.write_text(json.dumps({"checks": []}))
     code, out, err = run(capsys, "render", "gifs", "--from", lab, "--out", tmp_path / "o", "--cache-dir", memo)

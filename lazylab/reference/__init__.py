@@ -54,7 +54,8 @@ def machine_description() -> str:
 
 
 def _bad(path, what: str):
-    return LazylabError(f"reference results {path}: {what}")
+    """A one-line error naming the file (``path``: a path, or a phrase such as ``--from FILE``)."""
+    return LazylabError(f"{path}: {what}")
 
 
 def _is_num(v) -> bool:
@@ -154,24 +155,25 @@ def load_reference(path: str | Path | None = None) -> dict:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        raise _bad(path, "no such file") from None
+        raise _bad(f"reference results {path}", "no such file") from None
     except OSError as exc:
-        raise _bad(path, f"cannot be read: {exc.strerror or exc}") from None
+        raise _bad(f"reference results {path}", f"cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise _bad(path, f"not JSON ({exc})") from None
+        raise _bad(f"reference results {path}", f"not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise _bad(path, f"not a lazylab reference file (kind is not {KIND!r})")
+        raise _bad(f"reference results {path}", f"not a lazylab reference file (kind is not {KIND!r})")
     if doc.get("schema") != REFERENCE_SCHEMA:
-        raise _bad(path, f"schema {doc.get('schema')!r}; this lazylab reads schema {REFERENCE_SCHEMA}")
+        raise _bad(f"reference results {path}", f"schema {doc.get('schema')!r}; this lazylab reads schema {REFERENCE_SCHEMA}")
     prov = doc.get("provenance")
     if not isinstance(prov, dict):
-        raise _bad(path, "no provenance object")
+        raise _bad(f"reference results {path}", "no provenance object")
     for k in PROVENANCE_KEYS:
         if k not in prov:
-            raise _bad(path, f"provenance lacks {k!r}")
-    check_payload(doc.get("payload"), path)
+            raise _bad(f"reference results {path}", f"provenance lacks {k!r}")
+    check_payload(doc.get("payload"), f"reference results {path}")
     if prov["runs"] != len(doc["payload"]["runs"]):
-        raise _bad(path, f"provenance says {prov['runs']} runs, the payload holds {len(doc['payload']['runs'])}")
+        raise _bad(f"reference results {path}",
+                   f"provenance says {prov['runs']} runs, the payload holds {len(doc['payload']['runs'])}")
     return doc
 
 

@@ -157,12 +157,13 @@ def accuracy_plot(payload: dict):
     plan = payload["plan"]
     seeds = ",".join(str(s) for s in plan.get("seeds", []))
     ax.set_ylabel("test accuracy (%), best epoch")
-    ax.set_title(f"Fashion-MNIST width ladder: mean ± std over seeds {seeds}, {plan.get('epochs')} epochs",
+    epochs = plan.get("epochs")
+    ax.set_title(f"Fashion-MNIST width ladder: mean ± std over seeds {seeds}; {epochs} epoch{'s' * (epochs != 1)}",
                  fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
     handles = [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab != UNSTABLE_LABEL]
     handles += key_handles(styles) + marker + [rung]
-    fig.legend(handles=handles, fontsize=7.5, ncols=3, loc="outside lower center", frameon=False)
+    fig.legend(handles=handles, fontsize=7.5, ncols=3, loc="outside lower center", frameon=False, handlelength=3.5)
     return fig
 
 
@@ -248,7 +249,8 @@ def movement_plot(payload: dict, sqrt_sign: str = "auto"):
     ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    fig.legend(*ax.get_legend_handles_labels(), fontsize=7.5, ncols=2, loc="outside lower center", frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7.5, ncols=2, loc="outside lower center", frameon=False,
+               handlelength=3.5)
     _log2_axis(ax, widths)
     ax.set_ylabel("relative movement ||W_end − W0||_F / ||W0||_F\n(dimensionless, log axis)")
     ax.set_title("How far trained prototypes travel, mean ± std over seeds", fontsize=10)

@@ -29,7 +29,7 @@ import html
 import json
 import platform
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -205,6 +205,23 @@ def _both(draw, directory: Path, stem: str) -> list[Path]:
 
 
 # --------------------------------------------------------------------- jobs
+_FLAGS = {"classes": "--images"}  # settings fields whose option is not --<field with dashes>
+_NO_FLAG = {"fallback_lr"}  # render's own settings, not the command's
+
+
+def _command(base: str, settings, default) -> str:
+    """The command that makes a picture with ``settings``: ``base`` plus an option for each field that differs from
+    the command's ``default`` (``render --from`` a JSON with other options shows them here)."""
+    parts = [base]
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if f.name in _NO_FLAG or value == getattr(default, f.name) or value is None:
+            continue
+        text = ",".join(map(str, value)) if isinstance(value, tuple) else f"{value:g}" if isinstance(value, float) else str(value)
+        parts.append(f"{_FLAGS.get(f.name, '--' + f.name.replace('_', '-'))} {text}")
+    return " ".join(parts)
+
+
 class Renderer:
     """Runs the jobs of one output folder (see the module docstring).
 
@@ -262,16 +279,17 @@ class Renderer:
         if name == "gram":
             arm, cfg = xr.gram_spec(ws, s.gram)
             spec = {"experiment": "gram", "arm": arm.name, "plugin": arm.plugin, "config": json.loads(cfg.canonical()),
-                    "memo_key": cfg.key(), "command": "lazylab gram"}
+                    "memo_key": cfg.key(), "command": _command("lazylab gram", s.gram, xr.GramSettings())}
         elif name == "readout":
             arm, cfgs = xr.readout_spec(ws, s.readout)
             spec = {"experiment": "readout", "arm": arm.name, "plugin": arm.plugin,
                     "configs": [json.loads(c.canonical()) for c in cfgs], "memo_keys": [c.key() for c in cfgs],
-                    "command": "lazylab readout"}
+                    "command": _command("lazylab readout", s.readout, xr.ReadoutSettings())}
         elif name in ("trajectory", "trajectory_finals"):
             items = self.spec("trajectory")["arms"] if name == "trajectory_finals" else xr.trajectory_spec(ws, s.trajectory)
             spec = {"experiment": "trajectory", "arms": items, "settings": _jsonable(asdict(s.trajectory)),
-                    "command": "lazylab trajectory --lr " + ",".join(sorted({f"{i['lr']:g}" for i in items}))}
+                    "command": _command("lazylab trajectory", replace(s.trajectory, lr=None), xr.TrajectorySettings())
+                    + " --lr " + ",".join(sorted({f"{i['lr']:g}" for i in items}))}
         elif name in ("ntk_lab", "ntk_lab_figure"):
             cfg = s.ntk.lab()
             spec = {"experiment": "ntk lab", "config": asdict(cfg), "memo_key": xr.lab_key(cfg),
@@ -689,11 +707,9 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
         out.append(after_sentence)
         rows = [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
                  _e(r.get("text")), _f(r.get("floor_acc"))] for r in ex.get("rows") or []]
-        if rows:
+        if rows:  # without rows the sentence already says there is no pair
             out.append(_table(["trained arm", "m", "trained acc (%)", "frozen bank", "frozen width that matches it",
                                "frozen law's limit (acc %)"], rows, f"{pid}exchange-table", left={0, 3, 4}))
-        else:
-            out.append("<p class=note>No trained arm with a frozen bank of the same unit here: no exchange rate.</p>")
     warnings = a.get("warnings") or []
     if warnings:
         out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
