@@ -314,12 +314,13 @@ def wall_plot(payload: dict):
     return fig
 
 
-def ladder_figures(payload: dict, directory: str | Path) -> list[Path]:
-    """The ladder figures into ``directory``: accuracy and movement, and the wall when the payload has one.
+def ladder_figures(payload: dict, directory: str | Path, prefix: str = "") -> list[Path]:
+    """The ladder figures into ``directory``: ``<prefix>accuracy`` and ``<prefix>movement``, and ``<prefix>wall``
+    when the payload has one (``render`` uses the prefixes ``paper_`` and ``ladder_``).
 
     A figure with nothing to show (no cell, no trained arm, no wall row) is not written.
     """
-    paths = accuracy_figure(payload, directory) + movement_figure(payload, directory)
+    paths = accuracy_figure(payload, directory, f"{prefix}accuracy") + movement_figure(payload, directory, f"{prefix}movement")
     if (payload.get("analysis") or {}).get("wall"):
-        paths += wall_figure(payload, directory)
+        paths += wall_figure(payload, directory, f"{prefix}wall")
     return paths

@@ -464,22 +464,24 @@ class Renderer:
 
     # figures ----------------------------------------------------------
     def _job_ladder(self, spec):
-        from lazylab.render.figures import accuracy_figure, movement_figure, wall_figure
+        from lazylab.render.figures import ladder_figures
 
         payload = xr.ladder_result(self.ws, self._ladder_spec(), self.progress)
         self._tick("drawing ladder figures")
-        paths = _ladder_figures(payload, self.out, "ladder")
+        paths = ladder_figures(payload, self.out, "ladder_")
         self._done("drawing ladder figures")
         computed = [f"{payload['computed']} ladder runs"] if payload["computed"] else []
         return paths, _payload_data(payload), computed
 
     def _job_paper(self, spec):
+        from lazylab.render.figures import ladder_figures
+
         ps = self._paper_spec()
         payload = xr.paper_result(self.ws, ps, self.progress)
         if payload is None:
             return [], {"source": "none", "note": ps["note"]}, []
         self._tick("drawing the paper ladder's figures")
-        paths = _ladder_figures(payload, self.out, "paper")
+        paths = ladder_figures(payload, self.out, "paper_")
         self._done("drawing the paper ladder's figures")
         computed = [f"{payload['computed']} paper ladder runs"] if payload["computed"] else []
         return paths, {**_payload_data(payload), "source": ps["source"]}, computed
@@ -542,17 +544,6 @@ class Renderer:
         write_text_atomically(self.out / REPORT, page, "--out")
         self._done("writing report.html")
         return self.out / REPORT, entries
-
-
-def _ladder_figures(payload: dict, directory: Path, prefix: str) -> list[Path]:
-    """``<prefix>_accuracy`` and ``<prefix>_movement`` (and ``<prefix>_wall`` when the payload has the wall)."""
-    from lazylab.render.figures import accuracy_figure, movement_figure, wall_figure
-
-    paths = accuracy_figure(payload, directory, f"{prefix}_accuracy")
-    paths += movement_figure(payload, directory, f"{prefix}_movement")
-    if payload["analysis"].get("wall"):
-        paths += wall_figure(payload, directory, f"{prefix}_wall")
-    return paths
 
 
 def _payload_data(payload: dict) -> dict:
