@@ -142,6 +142,7 @@ class LadderSettings:
 
     @staticmethod
     def from_file(path) -> "LadderSettings":
+        """The ladder a ``lazylab ladder --json`` file holds, shown as written (``load_ladder_json`` reads it)."""
         return LadderSettings(preset="file", source=str(path))
 
 
@@ -473,6 +474,8 @@ def ladder_spec(ws: Workspace, s: LadderSettings) -> dict:
 
     ``auto`` looks in the memo only: the paper ladder if all its runs are
     there, else the quick one (whose missing runs ``ladder_result`` computes).
+    A file (``s.source``) gives ``name`` ``"file"``, ``plan`` None and adds
+    ``"payload"``, its ``"sha256"`` and ``"path"``.
     """
     if s.source is not None:
         payload, sha = load_ladder_json(s.source)
