@@ -499,21 +499,14 @@ def exchange_parts(exchange: dict | None) -> list:
                         "(interpolated on log m, or extrapolated from the frozen ladder law)", title_justify="left")
     for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
         table.add_column(col, justify="right" if col in ("m", "trained acc (%)", "matching frozen width") else "left")
-    for r in exchange["rows"]:
-        head, _, rest = r["text"].partition(" (")
-        rest = rest[:-1] if rest.endswith(")") else rest
+    for r in exchange["rows"]:  # the width as the analysis wrote it ("text"), how it was found from the row's fields
         if r["method"] == "interpolated":
             how = f"interpolated on log m between {r['between'][0]} and {r['between'][1]}"
-        elif r["method"] == "extrapolated" and r.get("note"):
-            how = f"from the frozen law (floor {100 - r['floor_acc']:.2f} % err); {r['note']}"
-        elif r["method"] == "extrapolated":
-            how = f"{rest} from the frozen law (floor {100 - r['floor_acc']:.2f} % err)"
-        elif r["method"] == "never":
-            how = f"fitted {rest} (trained)"
+        elif r["method"] in ("extrapolated", "never"):
+            how = f"frozen law, floor {100 - r['floor_acc']:.2f} % err" + (f"; {r['note']}" if r.get("note") else "")
         else:
-            how = r.get("why") or rest
-        table.add_row(r["trained"], str(r["width"]), _num(r["trained_acc"]), r["frozen"],
-                      "-" if head == "none" else head, how)
+            how = r.get("why") or "-"
+        table.add_row(r["trained"], str(r["width"]), _num(r["trained_acc"]), r["frozen"], r["text"], how)
     return [table, exchange["sentence"]]
 
 
