@@ -1,0 +1,198 @@
+"""This machine's measured cost constants for ``lazylab.estimate`` (issue 25).
+
+The constants come from timing the real training code (``lazylab.train.fit_batch``
+on random images, so no data is read) at two widths, in a fresh process, once per
+machine: a trained step, a head step on stored features, a bank's features, and
+the compilation of a new program shape, cold and with jax's persistent
+compilation cache holding it. They are kept in
+``$XDG_CACHE_HOME/lazylab/calibration.json`` (``~/.cache/lazylab/calibration.json``)
+and measured again when that file is missing, unreadable, or was written by
+another code identity, calibration version or CPU count; ``LAZYLAB_RECALIBRATE=1``
+forces it. docs/performance.md ("Estimates before a run") has the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lazylab.config import code_identity
+from lazylab.errors import LazylabError
+
+D, CLASSES, BATCH = 784, 10, 256
+CALIBRATION_VERSION = 1  # bump when what the calibration measures changes
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """This machine's measured cost constants (seconds), see the module docstring.
+
+    Attributes:
+      step_a, step_b: a trained step costs ``step_a + S * step_b * m`` (s; ``step_b`` per unit).
+      head_a, head_b: a head step on stored features costs ``head_a + S * head_b * m`` (s).
+      feature_s: seconds per feature output (one image x one unit) of a frozen bank.
+      compile_s, frozen_compile_s: first call minus a later one of a new trained / frozen
+        program shape, nothing cached.
+      warm_compile_s, warm_frozen_compile_s: the same when jax's persistent compilation
+        cache already holds the programs (tracing and loading them).
+      cores: ``os.cpu_count()`` when measured; load: the 1-minute load average then (other
+        work on the machine slows every measurement); code: the code identity; version:
+        CALIBRATION_VERSION; measured_at: UTC time; seconds: how long the calibration took.
+    """
+
+    step_a: float
+    step_b: float
+    head_a: float
+    head_b: float
+    feature_s: float
+    compile_s: float
+    warm_compile_s: float
+    frozen_compile_s: float
+    warm_frozen_compile_s: float
+    cores: int
+    load: float
+    code: str
+    version: int = CALIBRATION_VERSION
+    measured_at: str = ""
+    seconds: float = 0.0
+
+    def valid_here(self) -> bool:
+        """Whether it was measured by this code identity, calibration version and CPU count."""
+        return (self.code, self.version, self.cores) == (code_identity(), CALIBRATION_VERSION, os.cpu_count() or 1)
+
+
+def calibration_path() -> Path:
+    """``$XDG_CACHE_HOME/lazylab/calibration.json`` (``~/.cache/lazylab/calibration.json``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lazylab" / "calibration.json"
+
+
+def calibration(path: Path | None = None, force: bool = False) -> Calibration:
+    """This machine's Calibration: read from ``path`` (``calibration_path()``), else measured and written there.
+
+    Measured again when the file is missing, unreadable, or ``valid_here()`` is false,
+    when ``force`` is true or ``LAZYLAB_RECALIBRATE`` is set to anything but ``0``.
+    A file that cannot be written is not an error (the next call measures again).
+    Raises: LazylabError if the measurement itself fails.
+    """
+    path = Path(path) if path is not None else calibration_path()
+    force = force or os.environ.get("LAZYLAB_RECALIBRATE", "0").strip() not in ("", "0")
+    if not force:
+        try:
+            cal = Calibration(**json.loads(path.read_text()))
+            if cal.valid_here():
+                return cal
+        except (OSError, ValueError, TypeError):
+            pass
+    cal = measure()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(cal), indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return cal
+
+
+def measure() -> Calibration:
+    """Measure a Calibration in a fresh process (``_measure``; 25-55 s on the 2-core machine).
+
+    Raises: LazylabError naming the failure if the measuring process fails.
+    """
+    t0, load = time.perf_counter(), os.getloadavg()[0]  # other work on the machine, before this adds its own
+    proc = subprocess.run([sys.executable, "-m", "lazylab.calibration"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LazylabError(f"measuring this machine for the estimate failed: {tail}")
+    fields = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Calibration(**fields, cores=os.cpu_count() or 1, load=round(load, 2), code=code_identity(),
+                       measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       seconds=round(time.perf_counter() - t0, 1))
+
+
+def _measure(repeats: int = 3) -> dict:
+    """The measurements behind a Calibration, in this process (run by ``measure`` in a fresh one).
+
+    Real ``fit_batch`` programs on random float32 images in [0, 1] (a Yat bank, the
+    unit of most paper arms, or the first random-init unit loaded): a trained bank at
+    m = 16 (on 60,000 images) and 1024 (on 4,096), a head on stored features
+    ``(60000, m)`` at m = 64 and 1024, and the bank's features at m = 1024. A step's time is (3 epochs - 1 epoch) / 2 epochs'
+    steps, the fastest of ``repeats`` of each, so the call's fixed costs cancel and a
+    burst of other work on the machine counts as little as possible. Compilation is the
+    first call minus a later one, cold (nothing cached) and again after
+    ``jax.clear_caches()`` with jax's persistent cache holding the program (warm).
+    """
+    import tempfile
+
+    import jax
+    import numpy as np
+
+    from lazylab.arms import registry
+    from lazylab.model import build_model, features
+    from lazylab.train import fit_batch
+
+    tmp = tempfile.TemporaryDirectory()
+    for name, value in {"jax_enable_compilation_cache": True, "jax_compilation_cache_dir": tmp.name,
+                        "jax_persistent_cache_min_compile_time_secs": 0,
+                        "jax_persistent_cache_min_entry_size_bytes": 0}.items():
+        jax.config.update(name, value)
+    arms = registry().arms()
+    pick = lambda trained: arms.get(f"yat-{'trained' if trained else 'frozen'}") or next(
+        a for a in arms.values() if a.trained == trained and a.init == "random")
+    rng = np.random.default_rng(0)
+    x = rng.random((60000, D), dtype=np.float32)
+    y = rng.integers(0, CLASSES, 60000).astype(np.int32)
+    small, large = 64, 1024
+
+    def timed(f) -> float:
+        t = time.perf_counter()
+        f()
+        return time.perf_counter() - t
+
+    def step_time(models, xs, n, warm: bool = False) -> tuple[float, float, float]:
+        """(cold compile s, warm compile s, s per step) of a 1-member fit_batch on ``n`` training rows."""
+        run = lambda epochs: fit_batch(models, xs[:n], y[:n], xs[:BATCH], y[:BATCH], lrs=[0.01], seeds=[0],
+                                       epochs=epochs, batch=BATCH)
+        first = timed(lambda: run(1))
+        ones, threes = [], []
+        for _ in range(repeats):
+            ones.append(timed(lambda: run(1)))
+            threes.append(timed(lambda: run(3)))
+        one = min(ones)
+        cached = 0.0
+        if warm:
+            jax.clear_caches()
+            cached = max(timed(lambda: run(1)) - one, 0.0)
+        return max(first - one, 0.0), cached, max(min(threes) - one, 0.0) / 2 / (n // BATCH)
+
+    # The per-step cost at a small width on every training image (the batch gathers from the
+    # whole (60000, 784) array, as in a real run); the per-unit cost at a large width, where
+    # the products dominate, on 16 batches (a full epoch there takes seconds).
+    trained = pick(True)
+    compile_s, warm_s, s_small = step_time([build_model(trained, 16, 0, x)], x, len(x), warm=True)
+    _, _, s_large = step_time([build_model(trained, large, 0, x)], x, 16 * BATCH)
+    frozen = pick(False)
+    model = build_model(frozen, large, 0, x)
+    feat_first = timed(lambda: jax.block_until_ready(features(model.feat, x[:8192])))
+    feat_s = min(timed(lambda: jax.block_until_ready(features(model.feat, x[:8192]))) for _ in range(repeats))
+    head = {}
+    for m in (small, large):
+        f = jax.device_put(rng.random((60000, m), dtype=np.float32))
+        head[m] = step_time([build_model(frozen, m, 0, x[:1024]).head], f, 60000, warm=m == small)
+        del f
+    step_b = max(s_large - s_small, 0.0) / (large - 16)
+    head_b = max(head[large][2] - head[small][2], 0.0) / (large - small)
+    tmp.cleanup()
+    return {"step_a": max(s_small - step_b * 16, 0.0), "step_b": step_b,
+            "head_a": max(head[small][2] - head_b * small, 0.0), "head_b": head_b,
+            "feature_s": feat_s / (8192 * large), "compile_s": compile_s, "warm_compile_s": warm_s,
+            "frozen_compile_s": head[small][0] + max(feat_first - feat_s, 0.0), "warm_frozen_compile_s": head[small][1]}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_measure()))

@@ -1,0 +1,426 @@
+"""What a computing command will cost on this machine, estimated before it runs (issue 25).
+
+Nothing is trained here. A command's plan becomes the list of runs it would do,
+each looked up in the memo under the key the experiment itself computes, and
+the runs still to compute are priced by a cost model whose constants are
+measured on this machine (``lazylab.calibration``):
+
+* a trained run's step costs ``a + S b m`` seconds (``S`` members of one
+  program, width ``m``; ``a`` the per-step dispatch, ``b`` the bank's products,
+  activations and AdamW per unit); its evaluation after each epoch is a forward
+  pass over the 10,000 test images, priced as a third of a training step per
+  256 images (a step does three products of that size, the forward one of them);
+* a frozen run computes its bank's features once (``(n + 10000) m`` outputs at
+  the measured rate), then trains its head on them at ``a_h + S b_h m`` a step;
+* each new program shape pays the measured compilation once per process (less
+  when jax's persistent compilation cache holds programs);
+* the command pays a fixed start (imports, data, tables, figures: ``COMMAND_S``).
+
+Ray (``--backend ray``, one worker per core) divides the runs' time by a gain
+measured on 2 cores. Peak memory is a base plus the widest run's working set;
+disk is the records, the feature entries the store's policy keeps
+(``lazylab.cache.worth_storing``, capped by ``--cache-limit``) and the data copy.
+The ladder's figures are checked against measured ladders by ``bench/estimate.py``
+(docs/performance.md, "Estimates before a run"); the other commands' are crude.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+from lazylab.calibration import Calibration, calibration, calibration_path
+
+D, BATCH, N_TEST = 784, 256, 10000
+# Fixed cost of a computing command beyond its runs: imports, loading the data,
+# the analysis, tables and figures. Measured on the quick preset on the 2-core
+# machine (2026-12-03): 54.9 s wall against 49.2 s summed over its runs' records.
+COMMAND_S = 6.0
+# Peak resident memory: a base (python, jax, the data in numpy and jax, compiled
+# programs) plus the widest run's working set. Fitted to local runs on the 2-core
+# machine: the quick preset (widest frozen features 0.27 GiB) peaked at 2.62 GiB, the
+# paper preset (2.14 GiB) at 5.38 GiB (docs/performance.md).
+PEAK_BASE_BYTES = int(2.2 * 2**30)
+FEATURE_PEAK_FACTOR = 1.5  # the features held, plus the steps' gathered copies
+RECORD_BYTES = 4096  # one run record in the memo (curves, losses, scalars, movement): 2-4 KiB
+DATA_COPY_BYTES = 55_000_000  # the parsed Fashion-MNIST copy a memo keeps (memo/data/<fingerprint>)
+FEATURE_WRITE_BYTES_PER_S = 450e6  # writing a feature entry: 2188 MiB in 4.4-5.4 s (docs/performance.md)
+# Ray on one machine, one worker process per core, both measured on the 2-core machine:
+# starting Ray and the workers (docs/scaling.md: about 10 s, plus the workers' imports),
+# and 2 workers against one process on the paper preset (docs/performance.md).
+RAY_START_S = 15.0
+RAY_GAIN_PER_EXTRA_CORE = 0.25
+# Drawing, measured on the 2-core machine (2026-12-03, other work running): a GIF frame
+# (gram: 40 frames in about 6 s beyond its computation; readout: 61 in about 5.5 s), every
+# picture and the report of ``render all`` from a full memo (56 s), and one 2,000-step run
+# of the 1-D NTK lab (its 40-run sweep, widths 8-1024, took 37 s with imports and the PNG).
+GIF_FRAME_S = 0.12
+RENDER_DRAW_S = 56.0
+NTK_RUN_S = 0.75
+
+
+# ------------------------------------------------------------------ the cost model
+def trained_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
+    """Seconds to train ``members`` runs of a trained arm as one program, compilation excluded:
+    ``epochs * (steps * (a + S b m) + S * (10000 / 256) * b m / 3)``, ``steps = train_size // 256``."""
+    steps = train_size // BATCH
+    evaluation = members * (N_TEST / BATCH) * cal.step_b * width / 3
+    return epochs * (steps * (cal.step_a + members * cal.step_b * width) + evaluation)
+
+
+def head_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
+    """Seconds to train ``members`` heads on stored ``(train_size, width)`` features as one program."""
+    return epochs * (train_size // BATCH) * (cal.head_a + members * cal.head_b * width)
+
+
+def features_s(cal: Calibration, width: int, n_images: int) -> float:
+    """Seconds to compute a frozen bank's ``(n_images, width)`` features."""
+    return n_images * width * cal.feature_s
+
+
+def feature_bytes(width: int, train_size: int) -> int:
+    """Bytes of a frozen bank's float32 train and test features, ``4 (train_size + 10000) width``."""
+    return 4 * (train_size + N_TEST) * width
+
+
+def compile_cache_warm() -> bool:
+    """Whether jax's persistent compilation cache is on and holds programs (``lazylab.xla_cache``).
+
+    Which programs it holds cannot be told without compiling them, so a cache holding
+    any is taken to hold the command's (true after a first command of the same shapes).
+    """
+    from lazylab import xla_cache
+
+    folder = xla_cache.cache_dir()
+    return folder is not None and xla_cache.stats(folder)[0] > 0
+
+
+class Pricer:
+    """Prices groups of runs as one process computes them, remembering what it compiled and which banks it computed.
+
+    Args: cal: the Calibration; cache_limit: the feature store's cap in bytes (``--cache-limit``,
+      default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``).
+    Attributes: ``feature_disk`` (bytes of feature entries the store's policy would write),
+    ``working_bytes`` (the largest group's working set).
+    """
+
+    def __init__(self, cal: Calibration, cache_limit: int | None = None, warm: bool | None = None):
+        from lazylab.cache import DEFAULT_CACHE_LIMIT
+
+        self.cal = cal
+        self.cache_limit = DEFAULT_CACHE_LIMIT if cache_limit is None else cache_limit
+        self.warm = compile_cache_warm() if warm is None else warm
+        self.shapes: set = set()
+        self.banks: set = set()
+        self.feature_disk = 0
+        self.working_bytes = 0
+
+    def compile_s(self, trained: bool, shape) -> float:
+        """The compilation of ``shape`` if this process has not compiled it yet, else 0."""
+        if shape in self.shapes:
+            return 0.0
+        self.shapes.add(shape)
+        cal = self.cal
+        if trained:
+            return cal.warm_compile_s if self.warm else cal.compile_s
+        return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
+
+    def bank_s(self, bank, width: int, train_size: int) -> float:
+        """A frozen bank's features (and their store write when ``worth_storing``) unless already computed, else 0."""
+        from lazylab.cache import worth_storing
+
+        if bank in self.banks:
+            return 0.0
+        self.banks.add(bank)
+        seconds, nbytes = features_s(self.cal, width, train_size + N_TEST), feature_bytes(width, train_size)
+        self.working_bytes = max(self.working_bytes, int(FEATURE_PEAK_FACTOR * nbytes))
+        if worth_storing(seconds, nbytes, self.cache_limit):
+            self.feature_disk += nbytes
+            seconds += nbytes / FEATURE_WRITE_BYTES_PER_S
+        return seconds
+
+    def group(self, arm, cfgs: list) -> float:
+        """Seconds for one group of runs of ``arm`` (``experiments.batch_groups``) trained as one program."""
+        first, S = cfgs[0], len(cfgs)
+        m, E, n = first.width, first.epochs, first.train_size
+        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch))
+        if arm.trained:
+            # parameters, gradients and AdamW's two moments, each also in a donated copy
+            self.working_bytes = max(self.working_bytes, S * 8 * 4 * m * D)
+            return seconds + trained_group_s(self.cal, m, S, E, n)
+        for cfg in cfgs:  # the rates of a bracket share one bank
+            seconds += self.bank_s((arm.name, m, cfg.seed, n, cfg.fan_in), m, n)
+        return seconds + head_group_s(self.cal, m, S, E, n)
+
+
+# ------------------------------------------------------------------ estimates
+@dataclass
+class Estimate:
+    """What a command will do and cost here.
+
+    Attributes:
+      command: e.g. ``"ladder"``; backend: ``"local"`` or ``"ray"``; cores: this machine's.
+      runs_total, in_memo, to_compute: runs of the plan (a bracket run reused as a cell counts once).
+      seconds: estimated wall time (s); peak_bytes: peak resident memory (bytes, summed over
+        Ray's workers); disk_bytes: what the memo grows by (records, feature entries, data copy).
+      runs: one dict per run: ``phase``, ``arm``, ``width``, ``seed``, ``lr`` and ``key`` (None
+        while the bracket that chooses the rate is not all in the memo), ``in_memo``, ``seconds``
+        (estimated; a group's time shared among its runs; 0 for runs in the memo).
+      notes: lines to print under the summary (assumptions, what could not be resolved).
+      calibration: where the calibration behind it is kept, when and at what load it was measured.
+    """
+
+    command: str
+    backend: str
+    cores: int
+    runs_total: int
+    in_memo: int
+    to_compute: int
+    seconds: float
+    peak_bytes: int
+    disk_bytes: int
+    runs: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calibration: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The estimate as plain JSON types."""
+        return asdict(self)
+
+
+def wall_s(compute_s: float, backend: str, cores: int) -> float:
+    """Wall time (s) of a command whose runs take ``compute_s`` in one process.
+
+    local: ``COMMAND_S + compute_s``. ray: ``COMMAND_S + RAY_START_S + compute_s / gain``,
+    ``gain = 1 + 0.25 (cores - 1)`` (measured on 2 cores only).
+    """
+    if backend == "ray" and compute_s > 0:
+        return COMMAND_S + RAY_START_S + compute_s / (1 + RAY_GAIN_PER_EXTRA_CORE * (cores - 1))
+    return COMMAND_S + compute_s
+
+
+def _row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
+    return {"phase": phase, "arm": arm, "width": width, "seed": seed, "lr": lr, "key": key, "in_memo": in_memo,
+            "seconds": 0.0}
+
+
+def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], pricer: Pricer) -> tuple[list, float]:
+    """Rows of runs of ``arm`` and the seconds of those not in the memo, grouped as the experiment groups them."""
+    from lazylab.experiments import batch_groups
+
+    rows = [_row(phase, arm.name, c.width, c.seed, c.lr if resolved else None, c.key() if resolved else None, s)
+            for c, s in zip(cfgs, stored)]
+    row_of = {id(c): r for c, r in zip(cfgs, rows)}
+    total = 0.0
+    for group in batch_groups(arm, [c for c, s in zip(cfgs, stored) if not s]):
+        seconds = pricer.group(arm, group)
+        total += seconds
+        for c in group:
+            row_of[id(c)]["seconds"] = round(seconds / len(group), 3)
+    return rows, total
+
+
+def _bracket(ws, arm, protocol: dict, pricer: Pricer) -> tuple[list, float, float | None, bool]:
+    """An arm's bracket (its grid at m = 256, seed 0): ``(rows, seconds, chosen rate, all in the memo)``."""
+    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH, choose_rate
+
+    cfgs = [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **protocol) for lr in arm.unit.grid(arm.trained)]
+    records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
+    rows, seconds = _run_rows("bracket", arm, cfgs, True, [r is not None for r in records], pricer)
+    if all(r is not None for r in records):
+        return rows, seconds, choose_rate({c.lr: r["best_acc"] for c, r in zip(cfgs, records)}), True
+    return rows, seconds, None, False
+
+
+def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
+    """``run_ladder``'s runs: each arm's bracket unless ``plan.lr``, then every width x seed."""
+    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+
+    rows, seconds, notes, rates = [], 0.0, [], {}
+    if plan.lr is None:
+        for arm in plan.arms:
+            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.protocol(), pricer)
+            rows, seconds = rows + arm_rows, seconds + s
+            if resolved:
+                rates[arm.name] = lr
+                if lr is None:
+                    notes.append(f"{arm.name}: every rate of its bracket diverged; its cells will not run")
+    seen = {r["key"] for r in rows}
+    for arm in plan.arms:
+        resolved = plan.lr is not None or arm.name in rates
+        lr = plan.lr if plan.lr is not None else rates.get(arm.name, arm.unit.grid(arm.trained)[0])
+        if lr is None:
+            continue
+        cfgs = []
+        for width in plan.widths:
+            for seed in plan.seeds:
+                cfg = ws.config(arm, width, seed, lr, **plan.protocol())
+                if cfg.key() in seen if resolved else (width, seed) == (BRACKET_WIDTH, BRACKET_SEED):
+                    continue  # the bracket run at the chosen rate is this cell: it counts once
+                cfgs.append(cfg)
+        stored = [resolved and ws._memo_record(c) is not None for c in cfgs]
+        arm_rows, s = _run_rows("cell", arm, cfgs, resolved, stored, pricer)
+        rows, seconds = rows + arm_rows, seconds + s
+    pending = [a.name for a in plan.arms if plan.lr is None and a.name not in rates]
+    if pending and any(r["in_memo"] for r in rows):
+        notes.append(f"{', '.join(pending)}: bracket not all in the memo, so the rate is not chosen yet and "
+                     "every cell counts as to compute")
+    return rows, seconds, notes
+
+
+def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:
+    """``run_trajectory``'s runs: each arm's bracket (12 epochs) unless ``plan.lr`` or ``rates``, then its trajectory."""
+    from lazylab.experiments.trajectory import TrajectoryConfig, _memo_trajectory
+
+    rows, seconds, notes = [], 0.0, []
+    for arm in plan.arms:
+        lr, resolved = (rates or {}).get(arm.name, plan.lr), True
+        if lr is None:
+            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.bracket_protocol(), pricer)
+            rows, seconds = rows + arm_rows, seconds + s
+            if resolved and lr is None:
+                notes.append(f"{arm.name}: every rate of its bracket diverged; no trajectory")
+                continue
+        tcfg = TrajectoryConfig(ws.config(arm, plan.width, plan.seed, lr or arm.unit.grid(True)[0], **plan.protocol()),
+                                plan.snapshots)
+        arm_rows, s = _run_rows("trajectory", arm, [tcfg.run], resolved,
+                                [resolved and _memo_trajectory(ws, tcfg) is not None], pricer)
+        rows, seconds = rows + arm_rows, seconds + s
+    return rows, seconds, notes
+
+
+def _gram(ws, arm, cfg, pricer: Pricer) -> tuple[list, float, list]:
+    """One Gram result: features of the images shown under the grown and the reference banks, one compilation."""
+    row = _row("gram", arm.name, cfg.max_units, cfg.seed, None, cfg.key(),
+               cfg.key() in ws.memo and cfg.key() + "-summary" in ws.memo)
+    if not row["in_memo"]:
+        units = cfg.ref_units + cfg.max_units * cfg.repeats
+        row["seconds"] = round(pricer.compile_s(False, ("gram", arm.name)) +
+                               features_s(pricer.cal, units, len(cfg.classes) * cfg.per_class), 3)
+    return [row], row["seconds"], ["gram: crude (features and a compilation priced; bank drawing and Gram algebra not)"]
+
+
+def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list]:
+    """Per width: the bank's features unless stored, then ``steps`` full-batch steps priced as ``n/256`` head steps."""
+    cal, rows = pricer.cal, []
+    for cfg in configs:
+        row = _row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
+        if not row["in_memo"]:
+            s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size))
+            s += cfg.steps * (cfg.train_size / BATCH) * (cal.head_a + cal.head_b * cfg.width)
+            if cfg.features().key() not in ws.memo:
+                s += pricer.bank_s(("readout", arm.name, cfg.width, cfg.seed, cfg.train_size), cfg.width, cfg.train_size)
+            row["seconds"] = round(s, 3)
+        rows.append(row)
+    return rows, sum(r["seconds"] for r in rows), ["readout: crude (a full-batch step priced as n/256 head steps)"]
+
+
+def _ntk(cfg, pairs: list, key: str | None = None, in_memo: bool = False) -> tuple[list, float, list]:
+    """1-D NTK lab runs ``(width, seed)`` at ``NTK_RUN_S`` per 2,000 steps (not calibrated)."""
+    per_run = 0.0 if in_memo else NTK_RUN_S * cfg.steps / 2000
+    rows = [{**_row("ntk", "1-D tanh net", w, s, cfg.lr, key, in_memo), "seconds": round(per_run, 3)} for w, s in pairs]
+    return rows, per_run * len(rows), ["ntk: crude (a fixed time per 1-D run, measured on the 2-core machine)"]
+
+
+def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, backend: str = "local") -> Estimate:
+    """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk."""
+    cal, cores = pricer.cal, os.cpu_count() or 1
+    rows = [r for part in parts for r in part[0]]
+    notes = list(dict.fromkeys(n for part in parts for n in part[2]))
+    todo = sum(not r["in_memo"] for r in rows)
+    compute_s = sum(part[1] for part in parts)
+    if todo:
+        notes.append("compiled programs assumed in jax's cache (it holds programs)" if pricer.warm
+                     else "every program compiled (jax's cache is off or empty)")
+    if cal.load > cores:
+        notes.append(f"this machine was busy when measured (load {cal.load:g} on {cores} cores): the estimate may be "
+                     "high; LAZYLAB_RECALIBRATE=1 measures again")
+    data_copy = DATA_COPY_BYTES if todo and not (ws.memo.directory / "data" / ws.fingerprint).is_dir() else 0
+    one = PEAK_BASE_BYTES + pricer.working_bytes
+    return Estimate(command=command, backend=backend, cores=cores, runs_total=len(rows), in_memo=len(rows) - todo,
+                    to_compute=todo, seconds=round(wall_s(compute_s, backend, cores) + extra_s, 1),
+                    peak_bytes=one * cores if backend == "ray" and todo else one,
+                    disk_bytes=todo * RECORD_BYTES + min(pricer.feature_disk, pricer.cache_limit) + data_copy,
+                    runs=rows, notes=notes, calibration={"path": str(calibration_path()), "measured_at": cal.measured_at,
+                                                         "load": cal.load, "seconds": cal.seconds})
+
+
+def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = None,
+                    cal: Calibration | None = None, warm: bool | None = None) -> Estimate:
+    """The estimate of ``run_ladder(ws, plan)`` (``lazylab ladder``) on ``backend`` (``"local"`` or ``"ray"``).
+
+    The runs are the experiment's: without ``plan.lr`` each arm's bracket (its grid at m = 256,
+    seed 0), then every width x seed at the chosen rate; a bracket run that is also a cell
+    counts once. Once an arm's whole bracket is in the memo its rate is chosen as the ladder
+    chooses it (``choose_rate``) and its cells are looked up; until then they count as to compute.
+    Args: cache_limit: ``--cache-limit`` in bytes; cal: default ``calibration()`` (measured once
+      per machine, 25-55 s); warm: as ``Pricer``.
+    Raises: LazylabError from ``calibration()``.
+    """
+    pricer = Pricer(cal or calibration(), cache_limit, warm)
+    return _estimate("ladder", ws, [_ladder(ws, plan, pricer)], 0.0, pricer, backend)
+
+
+def trajectory_estimate(ws, plan, backend: str = "local", cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab trajectory`` (``run_trajectory(ws, plan)``): brackets, trajectories, two GIFs."""
+    pricer = Pricer(cal or calibration())
+    return _estimate("trajectory", ws, [_trajectories(ws, plan, pricer)], 2 * (plan.epochs + 1) * GIF_FRAME_S,
+                     pricer, backend)
+
+
+def gram_estimate(ws, arm, cfg, cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab gram`` for ``cfg`` (``experiments.gram.gram_config``): crude."""
+    pricer = Pricer(cal or calibration())
+    return _estimate("gram", ws, [_gram(ws, arm, cfg, pricer)], cfg.frames * GIF_FRAME_S, pricer)
+
+
+def readout_estimate(ws, arm, configs: list, cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab readout`` for ``configs`` (``experiments.readout.readout_configs``): crude."""
+    pricer = Pricer(cal or calibration())
+    frames = configs[0].steps // configs[0].eval_every + 1 if configs else 0
+    return _estimate("readout", ws, [_readouts(ws, arm, configs, pricer)], frames * GIF_FRAME_S, pricer)
+
+
+def ntk_lab_estimate(ws, cfg, widths: tuple = (), seeds: tuple = (), gif: bool = True,
+                     cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab ntk lab`` (one run and its GIF, or the sweep over ``widths`` x ``seeds``): crude.
+
+    ``lazylab ntk`` memoizes nothing, so nothing counts as in the memo.
+    """
+    pricer = Pricer(cal or calibration())
+    pairs = [(w, s) for w in widths for s in seeds] or [(cfg.width, cfg.seed)]
+    drawing = cfg.frames * GIF_FRAME_S if gif and not widths else 0.0
+    return _estimate("ntk lab", ws, [_ntk(cfg, pairs)], drawing, pricer)
+
+
+def render_estimate(ws, settings, cache_limit: int | None = None, cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab render all`` with ``settings`` (``experiments.render.RenderSettings``).
+
+    What is missing from the memo: the ladder the report shows (``ladder_spec``: the quick
+    preset unless the paper one is complete), the trajectories at ``render``'s rates (no
+    bracket), the Gram and readout results, the NTK lab and its sweep (the scalar model
+    and the audit take seconds); plus ``RENDER_DRAW_S`` of drawing. Crude but for the ladder.
+    """
+    from lazylab.arms import get_arm
+    from lazylab.experiments import render as R
+    from lazylab.experiments.trajectory import TrajectoryPlan
+
+    pricer = Pricer(cal or calibration(), cache_limit)
+    parts = []
+    spec = R.ladder_spec(ws, settings.ladder)
+    if spec["plan"] is not None:
+        rows, seconds, notes = _ladder(ws, spec["plan"], pricer)
+        parts.append(([{**r, "phase": f"ladder {r['phase']}"} for r in rows], seconds,
+                      [f"your ladder: {spec['name']} ({spec['note']})"] + notes))
+    t = settings.trajectory
+    plan = TrajectoryPlan(arms=tuple(get_arm(n) for n in t.arms), width=t.width, epochs=t.epochs,
+                          snapshots=t.snapshots, seed=t.seed, train_size=t.train_size, fan_in=t.fan_in)
+    parts.append(_trajectories(ws, plan, pricer, {r["arm"]: r["lr"] for r in R.trajectory_rates(ws, t)}))
+    parts.append(_gram(ws, *R.gram_spec(ws, settings.gram), pricer))
+    parts.append(_readouts(ws, *R.readout_spec(ws, settings.readout), pricer))
+    n = settings.ntk
+    lab_key, sweep_key = R.lab_key(n.lab()), R.sweep_key(n.sweep(), n.sweep_widths, n.sweep_seeds)
+    parts.append(_ntk(n.lab(), [(n.lab().width, n.lab().seed)], lab_key, lab_key + "-summary" in ws.memo))
+    sweep = [(w, s) for w in n.sweep_widths for s in n.sweep_seeds]
+    parts.append(_ntk(n.sweep(), sweep, sweep_key, sweep_key in ws.memo))
+    return _estimate("render all", ws, parts, RENDER_DRAW_S, pricer)
