@@ -168,3 +168,62 @@ def test_json_dash_prints_the_results_alone_on_stdout_and_writes_no_file_named_d
     assert [r["config"]["width"] for r in payload["runs"]] == [8, 16]
     assert "best_acc (%)" in err  # the human report moved to stderr
     assert not (tmp_path / "-").exists() and not (tmp_path / "-.csv").exists()
+
+def _commands(group, prefix=()):
+    """Every (path, command) under ``group``, groups included."""
+    import click
+
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_option_has_help_and_every_command_ends_its_help_with_examples():
+    import click
+
+    from lazylab.cli import cli
+
+    found = list(_commands(cli))
+    assert {"ladder", "gram", "readout", "trajectory", "ntk", "render", "arms"} <= {p[0] for p, _ in found}
+    for path, command in found:
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help and len(param.help) > 8, (path, param.name)
+        if isinstance(command, click.Group):
+            continue  # its commands carry the examples
+        text = command.get_help(click.Context(command, info_name=" ".join(path)))
+        assert "Examples:" in text and text.count("lazylab ") >= 2, path
+
+
+def test_ladder_help_shows_each_presets_values_as_the_presets_hold_them():
+    from lazylab.experiments.ladder import PRESETS, LadderPlan
+    from lazylab.arms import get_arm
+
+    code_text = __import__("lazylab.cli.ladder", fromlist=["ladder"]).ladder.help
+    rows = {line.split()[0]: line for line in code_text.splitlines() if line.split() and line.split()[0] in PRESETS}
+    for name, p in PRESETS.items():
+        row = rows[name]
+        widths = p["widths"]
+        shown = f"{widths[0]},{widths[1]},...,{widths[-1]}" if len(widths) > 4 else ",".join(map(str, widths))
+        runs = LadderPlan(arms=tuple(get_arm(a) for a in p["arms"]), widths=widths, seeds=p["seeds"]).n_runs()
+        assert row.split()[-4:] == [shown, ",".join(map(str, p["seeds"])), str(p["epochs"]), str(runs)], row
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8,16,32", (8, 16, 32)), ("8,16,...,128", (8, 16, 32, 64, 128)), ("10,20,...,50", (10, 20, 30, 40, 50)),
+    ("0-2", (0, 1, 2)), ("0-2,5", (0, 1, 2, 5)), ("16,32,...,8192", (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)),
+])
+def test_one_list_syntax_expands_progressions_and_ranges(text, expected):
+    from lazylab.cli.options import parse_int_list
+
+    assert parse_int_list(text) == expected
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("8,16,...,100", "not on the progression"), ("5-2", "backwards"), ("8,...,16", "a,b,...,z"),
+    ("0-200000", "more than"), ("a,b", "expected integers"),
+])
+def test_a_bad_list_is_one_line_naming_the_problem(text, needle, capsys):
+    code, _, err = run(capsys, "readout", "--widths", text)
+    assert_one_line_error(code, err, "--widths", needle)

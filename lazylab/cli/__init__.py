@@ -36,6 +36,7 @@ def cli(quiet, verbose):
       lazylab ladder --preset quick             # 27 runs, about 2 minutes on 2 cores
       lazylab render all                        # every picture and out/render/report.html
     """
+    output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
     if quiet and verbose:
         raise click.UsageError("-q and -v contradict each other: give one")
     progress.verbosity = progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL
@@ -96,7 +97,6 @@ def _main(argv) -> None:
     from lazylab import arms as arms_registry
 
     progress.ProgressReporter.latest = None
-    output.reset()
     pending: list[str] = []
     arms_registry.warn = pending.append
     try:

@@ -101,7 +101,13 @@ def data():
 @data_options
 @json_option("where the data is, its counts and checksums")
 def data_info(data_dir, cache_dir, json_path):
-    """Where the data was found, the counts and the files' SHA-256."""
+    """Where the data was found, the counts and the files' SHA-256.
+
+    \b
+    Examples:
+      lazylab data info
+      lazylab data info --data-dir /srv/fashion-mnist --json - | jq .fingerprint
+    """
     from lazylab import data as fmnist
     from lazylab.cache import default_dir
 
@@ -123,7 +129,13 @@ def data_info(data_dir, cache_dir, json_path):
 @click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=30.0, show_default=True, callback=finite,
               help="Seconds per request.")
 def data_fetch(dest, base_url, timeout):
-    """Download the four files with SHA-256 verification."""
+    """Download the four files with SHA-256 verification (needs internet; lazylab never downloads by itself).
+
+    \b
+    Examples:
+      lazylab data fetch --out data/fashion-mnist
+      LAZYLAB_DATA=data/fashion-mnist lazylab ladder --preset quick
+    """
     from lazylab import data as fmnist
 
     dest = dest or Path(os.environ.get("LAZYLAB_DATA") or "data/fashion-mnist")
@@ -148,7 +160,13 @@ def cache():
 @cache.command("info")
 @cache_dir_option
 def cache_info(cache_dir):
-    """Entries and bytes in the memo, in its feature store and in the compiled-program cache."""
+    """Entries and bytes in the memo, in its feature store and in the compiled-program cache.
+
+    \b
+    Examples:
+      lazylab cache info
+      lazylab cache info --cache-dir /data/lazylab-memo
+    """
     from lazylab.cache import Memo, format_size
     from lazylab.config import code_identity
 
@@ -175,7 +193,13 @@ def cache_info(cache_dir):
 @cache_dir_option
 @click.option("--yes", is_flag=True, help="Do not ask.")
 def cache_clear(cache_dir, yes):
-    """Remove every memo entry."""
+    """Remove every memo entry (the compiled-program cache stays).
+
+    \b
+    Examples:
+      lazylab cache clear
+      lazylab cache clear --yes --cache-dir /tmp/scratch-memo
+    """
     from lazylab.cache import Memo
 
     memo = Memo(cache_dir)
@@ -187,7 +211,13 @@ def cache_clear(cache_dir, yes):
 @cache.command("prune")
 @cache_dir_option
 def cache_prune(cache_dir):
-    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused."""
+    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused.
+
+    \b
+    Examples:
+      lazylab cache prune
+      lazylab cache prune --cache-dir /data/lazylab-memo
+    """
     from lazylab.cache import Memo
     from lazylab.config import code_identity
 

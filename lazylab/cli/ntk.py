@@ -216,7 +216,7 @@ def ntk_scalar(w0, times, dt, offset, out_dir, json_path):
 
 @ntk.command("arm")
 @click.option("--arm", "arm_name", required=True, help="Arm name, e.g. yat-trained (plugins included).")
-@width_option(None, "Units m.")
+@width_option(None, "Units m in the arm's bank.")
 @click.option("--probe", type=click.IntRange(min=1, max=1024), default=256, show_default=True, help="First N test images for the NTK.")
 @seed_option()
 @lr_option("AdamW rate [default: the middle of the arm's bracketing grid].")

@@ -21,45 +21,45 @@ NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, 
 
 
 def parse_int_list(text: str) -> tuple[int, ...]:
-    """The one list syntax of every integer list option: ``8,16,32``; ``8,16,...,1024`` (a doubling
-    or other geometric progression when ``b`` is a multiple of ``a``, else arithmetic, ending at
-    ``z``); ``0-2`` (every integer from 0 to 2). Raises ``ValueError`` with a one-line reason."""
+    """The one list syntax of every integer list option: ``8,16,32``; ``8,16,...,1024`` (the
+    geometric progression of ratio b/a when it reaches z, else the arithmetic one of step b - a);
+    ``0-2`` (every integer from 0 to 2). Raises ``ValueError`` with a one-line reason."""
     items = [v.strip() for v in str(text).split(",")]
     if not any(items):
         raise ValueError("expected a comma-separated list of integers, got nothing")
+    bad = ValueError(f"expected integers such as 8,16,32, 8,16,...,1024 or 0-2, got {text!r}")
     if "..." in items:
         if len(items) != 4 or items[2] != "...":
             raise ValueError(f"a progression is written a,b,...,z (e.g. 8,16,...,1024), got {text!r}")
         try:
             a, b, z = int(items[0]), int(items[1]), int(items[3])
         except ValueError:
-            raise ValueError(f"expected integers in the progression {text!r}") from None
-        if b <= a or z < b:
+            raise bad from None
+        if not a < b <= z:
             raise ValueError(f"a progression a,b,...,z needs a < b <= z, got {text!r}")
-        ratio = b // a if a > 0 and b % a == 0 else None
-        seq = [a]
-        while seq[-1] < z and len(seq) <= MAX_LIST:
-            seq.append(seq[-1] * ratio if ratio else seq[-1] + (b - a))
-        if seq[-1] != z:
-            raise ValueError(f"{z} is not on the progression {a},{b},... ({', '.join(map(str, seq[-3:]))})")
-        return tuple(seq)
+        for step in ((lambda v: v * (b // a)) if a > 0 and b % a == 0 else None, lambda v: v + (b - a)):
+            if step is None:
+                continue
+            seq = [a]
+            while seq[-1] < z and len(seq) <= MAX_LIST:
+                seq.append(step(seq[-1]))
+            if seq[-1] == z:
+                return tuple(seq)
+        raise ValueError(f"{z} is not on the progression {a},{b},...")
     ints: list[int] = []
     for item in items:
         lo, dash, hi = item.partition("-")
-        try:
-            if dash and lo:  # "a-b"; a leading "-" is a negative number, refused by the minimum
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError(f"the range {item} runs backwards")
-                if b - a >= MAX_LIST:
-                    raise ValueError(f"the range {item} holds more than {MAX_LIST} values")
-                ints += range(a, b + 1)
-            else:
-                ints.append(int(item))
-        except ValueError as exc:
-            if "backwards" in str(exc):
-                raise
-            raise ValueError(f"expected integers such as 8,16,32, 8,16,...,1024 or 0-2, got {text!r}") from None
+        try:  # "a-b"; a leading "-" is a negative number, refused later by the minimum
+            pair = (int(lo), int(hi)) if dash and lo else None
+            ints += [] if pair else [int(item)]
+        except ValueError:
+            raise bad from None
+        if pair:
+            if pair[1] < pair[0]:
+                raise ValueError(f"the range {item} runs backwards")
+            if pair[1] - pair[0] >= MAX_LIST:
+                raise ValueError(f"the range {item} holds more than {MAX_LIST} values")
+            ints += range(pair[0], pair[1] + 1)
     return tuple(ints)
 
 

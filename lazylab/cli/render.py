@@ -149,7 +149,13 @@ def render():
 @_from_option
 @_render_options
 def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
-    """Gram crystallization, readout race, prototype travel, trajectory curves and the NTK lab as looping GIFs."""
+    """Gram crystallization, readout race, prototype travel, trajectory curves and the NTK lab as looping GIFs.
+
+    \b
+    Examples:
+      lazylab render gifs
+      lazylab render gifs --from gram.json --out /tmp/pictures   # the gram of `lazylab gram --json gram.json`
+    """
     _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json))
 
 
@@ -157,7 +163,13 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
 @_computing_render_options
 def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
                  dry_run):
-    """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model."""
+    """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model.
+
+    \b
+    Examples:
+      lazylab render figures
+      lazylab render figures --arms yat-frozen,relu-frozen --widths 16,64,256 --seeds 0
+    """
     _render(("figures",), out_dir, redraw, data_dir, cache_dir,
             _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
 
@@ -166,7 +178,13 @@ def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, fr
 @_computing_render_options
 def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
                  dry_run):
-    """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit."""
+    """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit.
+
+    \b
+    Examples:
+      lazylab render report --dry-run           # what it would compute first
+      lazylab render report --from results.json # your ladder from `lazylab ladder --json results.json`
+    """
     _render(("report",), out_dir, redraw, data_dir, cache_dir,
             _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
 
@@ -175,7 +193,13 @@ def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, fro
 @_computing_render_options
 def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
                  dry_run):
-    """Run gifs, then figures, then report (each picture drawn at most once)."""
+    """Run gifs, then figures, then report (each picture drawn at most once).
+
+    \b
+    Examples:
+      lazylab render all
+      lazylab render all --preset paper --out site/   # once the paper ladder is in the memo
+    """
     _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir,
             _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
 
