@@ -20,7 +20,7 @@ import pytest
 
 from lazylab.arms import registry, reset_registry
 from lazylab.cli import main
-from cli_helpers import run, write_dist
+from cli_helpers import lines, run, write_dist
 
 TINY = ["--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 RFF_VERSION = distribution("lazylab-rff").version
@@ -201,7 +201,7 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
     assert "relu-frozen" in out and "1 computed" in out
-    (warning,) = [l for l in err.splitlines() if l.strip()]  # every command says what did not load, once
+    (warning,) = lines(err)  # every command says what did not load, once (progress lines aside)
     assert warning.startswith("warning: plugin unit 'broken' (lazylab-broken 0.3) did not load: ModuleNotFoundError")
     code, _, err = run(capsys, "ladder", "--arms", "broken-frozen", "--widths", "8", *TINY)
     assert code == 2

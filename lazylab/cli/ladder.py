@@ -167,6 +167,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
         payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
         for part in wall_tables(payload["analysis"]["wall"]):
             out.print(part)
+    write_json(json_path, payload)
     if csv_path is None and json_path is not None and str(json_path) != "-":
         csv_path = json_path.with_suffix(".csv")
     elif csv_path is None and out_dir is not None:
@@ -181,7 +182,6 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
         paths = ladder_figures(payload, out_dir)
         if paths:
             out.print(f"wrote {', '.join(str(p) for p in paths)}")
-    write_json(json_path, payload)
     if ws.failures:  # after every table and file: one line per failed arm, exit 2
         raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
                                              for arm, msg in ws.failures.items()))

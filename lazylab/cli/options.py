@@ -226,7 +226,7 @@ def out_option(folder: str, what: str):
 
 def json_option(what: str):
     """``--json PATH``: the command's results as JSON; ``-`` prints them on stdout and nothing else
-    (the human-readable output then goes to stderr)."""
+    (the tables are then left out; progress, warnings and errors stay on stderr)."""
     return click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="PATH",
                         default=None, help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
 

@@ -17,24 +17,27 @@ from rich.table import Table
 
 from lazylab.paths import write_text_atomically
 
-out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout, or stderr under --json -
+out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
 err = Console(stderr=True, highlight=False)  # progress, warnings
 
 
 def reset() -> None:
-    """Before each command: results go to stdout again."""
-    out.file = None  # rich then writes to whatever sys.stdout is
+    """Before each command: results print on stdout again."""
+    out.quiet = False
+
+
 
 
 def prepare_json(path: Path | None) -> None:
     """Check a ``--json PATH`` before any work: a writable file, or ``-`` for stdout, in which case
-    everything else the command prints moves to stderr so that stdout holds the JSON alone."""
+    the tables and lines the command would print are left out so that stdout holds the JSON alone
+    (progress, warnings and errors still go to stderr)."""
     from lazylab.paths import writable_file
 
     if path is None:
         return
     if str(path) == "-":
-        out.file = sys.stderr
+        out.quiet = True
     else:
         writable_file(path, "--json")
 
