@@ -38,7 +38,7 @@ import numpy as np
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 
-DEFAULT_DIR = "cache"
+LEGACY_DIR = "cache"  # the default memo before 0.3 (``./cache`` in the working directory): see ``legacy_note``
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
 # End-to-end rate of loading a feature entry back (read, SHA-256 check, hand-over to jax):
@@ -49,9 +49,43 @@ FEATURE_LOAD_OVERHEAD_S = 0.01  # opening the store and the entry's file
 MAX_SIZE = 2**50  # 1 PiB: sqlite keeps sizes in 64-bit integers; anything near that is a typo
 
 
-def default_dir() -> Path:
-    """``$LAZYLAB_CACHE`` if set, else ``./cache``."""
-    return Path(os.environ.get("LAZYLAB_CACHE") or DEFAULT_DIR)
+def default_dir(environ=None) -> Path:
+    """The memo directory used when none is given: outside any clone, beside the compiled-program cache.
+
+    In order: ``$LAZYLAB_CACHE`` if set and not empty (``~`` expanded); else
+    ``$XDG_CACHE_HOME/lazylab/memo`` when ``XDG_CACHE_HOME`` is an absolute path (the XDG base
+    directory specification ignores a relative one); else ``~/.cache/lazylab/memo``. The
+    compiled-program cache is ``.../lazylab/xla`` in the same folder (``lazylab.xla_cache``).
+
+    Args: environ: the environment to read [default: ``os.environ``].
+    Raises: LazylabError (one line) when neither variable is set and there is no home directory.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get("LAZYLAB_CACHE"):
+        return Path(environ["LAZYLAB_CACHE"]).expanduser()
+    xdg = environ.get("XDG_CACHE_HOME") or ""
+    if os.path.isabs(xdg):
+        return Path(xdg) / "lazylab" / "memo"
+    try:
+        home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry (a bare container)
+        raise LazylabError("no home directory for the memo: set LAZYLAB_CACHE or pass --cache-dir") from None
+    return home / ".cache" / "lazylab" / "memo"
+
+
+def legacy_note(directory: Path, cwd: Path | None = None) -> str | None:
+    """One line when ``./cache`` (the default memo before 0.3) holds a memo and the default ``directory`` does not.
+
+    Such a memo is no longer read by default; the line says how to keep using it. None otherwise.
+    """
+    old = Path(cwd or Path.cwd()) / LEGACY_DIR
+    try:
+        if not (old / "cache.db").is_file() or (directory / "cache.db").exists() or old.resolve() == directory.resolve():
+            return None
+    except OSError:
+        return None
+    return (f"note: {old} holds a memo from an older lazylab, which kept it in ./cache; the memo is now "
+            f"{directory}: pass --cache-dir {LEGACY_DIR} (or set LAZYLAB_CACHE) to use the old one, or move it there")
 
 
 def parse_size(text) -> int:
@@ -297,6 +331,10 @@ class Memo:
     def __init__(self, directory: Path | str | None = None, feature_limit: int | None = None):
         self.directory = Path(directory) if directory else default_dir()
         self.problems: list[str] = []  # one line per corrupt entry met
+        if not directory and not os.environ.get("LAZYLAB_CACHE"):
+            note = legacy_note(self.directory)
+            if note:
+                self.problems.append(note)
         self.feature_limit = DEFAULT_CACHE_LIMIT if feature_limit is None else int(feature_limit)
         if self.feature_limit < 0:
             raise ValueError(f"feature_limit must be >= 0 bytes, got {feature_limit}")
@@ -378,6 +416,21 @@ class Memo:
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
         self._put(key, buf.getvalue())
+
+    def entries(self) -> list[tuple[str, str | None, float | None]]:
+        """``(key, code identity, stored at)`` of every entry of the main store (not the feature store), by key.
+
+        The code identity is the entry's diskcache tag (None for entries written before lazylab
+        recorded one, or anything but text); ``stored at`` is the time it was written, in seconds
+        since the epoch (UTC). Nothing is read or unsealed.
+        Raises: LazylabError if the store cannot be read.
+        """
+        try:
+            rows = self._cache._sql("SELECT key, tag, store_time FROM Cache ORDER BY key").fetchall()
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}") from None
+        return [(k, t if isinstance(t, str) else None, float(s) if isinstance(s, (int, float)) else None)
+                for k, t, s in rows if isinstance(k, str)]
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache
