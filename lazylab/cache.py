@@ -38,7 +38,7 @@ import numpy as np
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 
-LEGACY_DIR = "cache"  # the default memo before 0.3 (``./cache`` in the working directory): see ``legacy_note``
+LEGACY_DIR = "cache"  # the default memo of earlier lazylab versions (``./cache`` in the working directory): ``legacy_note``
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
 # End-to-end rate of loading a feature entry back (read, SHA-256 check, hand-over to jax):
@@ -74,17 +74,18 @@ def default_dir(environ=None) -> Path:
 
 
 def legacy_note(directory: Path, cwd: Path | None = None) -> str | None:
-    """One line when ``./cache`` (the default memo before 0.3) holds a memo and the default ``directory`` does not.
+    """One line when ``./cache`` (the default memo of earlier versions) holds a memo that is not ``directory``.
 
-    Such a memo is no longer read by default; the line says how to keep using it. None otherwise.
+    Such a memo is no longer read by default; the line says how to keep using it (or, by moving it,
+    to silence the line). None otherwise.
     """
     old = Path(cwd or Path.cwd()) / LEGACY_DIR
     try:
-        if not (old / "cache.db").is_file() or (directory / "cache.db").exists() or old.resolve() == directory.resolve():
+        if not (old / "cache.db").is_file() or old.resolve() == directory.resolve():
             return None
     except OSError:
         return None
-    return (f"note: {old} holds a memo from an older lazylab, which kept it in ./cache; the memo is now "
+    return (f"note: {old} holds a memo from an earlier lazylab, which kept it in ./cache; the default memo is now "
             f"{directory}: pass --cache-dir {LEGACY_DIR} (or set LAZYLAB_CACHE) to use the old one, or move it there")
 
 
