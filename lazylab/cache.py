@@ -61,16 +61,20 @@ def default_dir(environ=None) -> Path:
     Raises: LazylabError (one line) when neither variable is set and there is no home directory.
     """
     environ = os.environ if environ is None else environ
-    if environ.get("LAZYLAB_CACHE"):
-        return Path(environ["LAZYLAB_CACHE"]).expanduser()
+
+    def home() -> Path:
+        try:
+            return Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+        except (RuntimeError, KeyError):  # no HOME and no password entry (a bare container)
+            raise LazylabError("no home directory for the memo: set LAZYLAB_CACHE or pass --cache-dir") from None
+
+    setting = environ.get("LAZYLAB_CACHE") or ""
+    if setting:
+        return home() / setting[2:] if setting == "~" or setting.startswith("~/") else Path(setting).expanduser()
     xdg = environ.get("XDG_CACHE_HOME") or ""
     if os.path.isabs(xdg):
         return Path(xdg) / "lazylab" / "memo"
-    try:
-        home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
-    except (RuntimeError, KeyError):  # no HOME and no password entry (a bare container)
-        raise LazylabError("no home directory for the memo: set LAZYLAB_CACHE or pass --cache-dir") from None
-    return home / ".cache" / "lazylab" / "memo"
+    return home() / ".cache" / "lazylab" / "memo"
 
 
 def legacy_note(directory: Path, cwd: Path | None = None) -> str | None:
