@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from lazylab import data
-from cli_helpers import run, assert_one_line_error
+from cli_helpers import assert_one_line_error, lines, run
 
 TINY = ["--train-size", "2048", "--epochs", "2", "--lr", "0.1", "--seeds", "0"]
 
@@ -54,15 +54,18 @@ def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_d
     code, out, err = run(capsys, *argv)
     assert code == 0
     assert "4 computed, 0 from the memo" in out
-    assert err == ""  # stderr is not a terminal here: no progress bar, not even its blank line
+    # stderr is not a terminal here: plain progress lines, one per finished run, each with its result
+    finished = [line for line in err.splitlines() if ": best " in line]
+    assert len(finished) == 4 and lines(err) == [], err
+    assert finished[-1].split("] ")[1].startswith("ladder 4/4") and "computed in" in finished[-1]
     assert "2 epochs on 2048 training images" in out and "(4 runs)" in out
     first = json.loads(out_json.read_text())
     cells = {a["arm"]: a["cells"] for a in first["arms"]}
     # Wider banks read out better even after one epoch on 512 images.
     assert cells["yat-frozen"]["64"]["mean"] > cells["yat-frozen"]["8"]["mean"]
     assert cells["relu-frozen"]["64"]["mean"] > 60.0
-    code, out2, _ = run(capsys, *argv)
-    assert code == 0
+    code, out2, err2 = run(capsys, "-q", *argv)
+    assert code == 0 and err2 == ""  # -q: no progress at all
     assert "0 computed, 4 from the memo" in out2
     second = json.loads(out_json.read_text())
     assert [r["best_acc"] for r in second["runs"]] == [r["best_acc"] for r in first["runs"]]
@@ -81,7 +84,7 @@ def test_bracketing_picks_the_best_rate(capsys, memo_dir, tmp_path):
 
 
 def test_arms_lists_builtins_with_their_plugin(capsys):
-    code, out, _ = run(capsys, "arms", "--json")
+    code, out, _ = run(capsys, "arms", "--json", "-")
     assert code == 0
     listing = {a["arm"]: a for a in json.loads(out)["arms"]}
     assert {"yat-frozen", "yat-data-frozen", "relu-frozen", "gaussian-frozen", "yat-trained",
@@ -91,7 +94,7 @@ def test_arms_lists_builtins_with_their_plugin(capsys):
 
 
 def test_data_info_reports_real_counts_and_digests(capsys):
-    code, out, _ = run(capsys, "data", "info", "--json")
+    code, out, _ = run(capsys, "data", "info", "--json", "-")
     assert code == 0
     info = json.loads(out)
     assert (info["train"], info["test"]) == (60000, 10000)
@@ -119,7 +122,7 @@ def test_data_seeded_width_beyond_the_training_images_is_refused_before_training
 @pytest.mark.parametrize("argv", [
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--json", "/proc/lazylab/x.json"],
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--csv", "/proc/lazylab/x.csv"],
-    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--figures", "/proc/lazylab"],
+    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--out", "/proc/lazylab"],
     ["gram", "--max-units", "8", "--frames", "3", "--out", "/proc/lazylab"],
     ["readout", "--widths", "8", "--steps", "2", "--out", "/proc/lazylab"],
 ])
@@ -156,9 +159,12 @@ def test_unknown_arm_under_lazylab_arms_says_why(capsys, memo_dir, monkeypatch):
     assert_one_line_error(code, err, "yat-frozen", "LAZYLAB_ARMS=relu", "relu-frozen")
 
 
-def test_json_to_standard_output_is_refused_in_one_line_not_written_as_a_file(capsys, tmp_path, monkeypatch):
+def test_json_dash_prints_the_results_alone_on_stdout_and_writes_no_file_named_dash(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", "--seeds", "0", "--epochs", "1",
-                         "--lr", "0.1", "--train-size", "256", "--json", "-", "--cache-dir", tmp_path / "m")
-    assert_one_line_error(code, err, "--json -", "file path")
+    code, out, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8,16", "--seeds", "0", "--epochs", "1",
+                         "--lr", "0.1", "--train-size", "256", "--json", "-", "--no-figures", "--cache-dir", tmp_path / "m")
+    assert code == 0, err
+    payload = json.loads(out)  # stdout is the JSON and nothing else
+    assert [r["config"]["width"] for r in payload["runs"]] == [8, 16]
+    assert "best_acc (%)" in err  # the human report moved to stderr
     assert not (tmp_path / "-").exists() and not (tmp_path / "-.csv").exists()

@@ -461,7 +461,7 @@ def test_bracketing_skips_a_diverging_rate_and_table_says_diverged(tmp_path):
     from rich.console import Console
 
     from lazylab.arms import get_arm
-    from lazylab.cli import ladder_table
+    from lazylab.cli.output import ladder_table
     from lazylab.experiments import Workspace
     from lazylab.experiments.ladder import LadderPlan, run_ladder
 
@@ -603,17 +603,17 @@ def test_an_unwritable_home_adds_nothing_to_stderr(tmp_path):
 # --------------------------------------------------------------------------- 7. disk
 
 
-@pytest.mark.parametrize("option", ["--json", "--csv", "--figures"])
+@pytest.mark.parametrize("option", ["--json", "--csv", "--out"])
 def test_full_disk_on_an_output_file_is_one_line_and_leaves_no_temporary(option, tmpfs, reference, tmp_path, capsys):
     """A real ENOSPC on the results written after the runs: exit 2, one line, the runs kept, no .tmp left."""
     memo_dir = tmp_path / "memo"
     argv = [*LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir]
-    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--figures": tmpfs / "figures"}
-    if option == "--figures":
+    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--out": tmpfs / "figures"}
+    if option == "--out":
         argv.remove("--no-figures")
-        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --figures)
+        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --out)
     else:
-        argv += ["--figures", tmp_path / "figures"]
+        argv += ["--out", tmp_path / "figures"]
     argv += [option, outputs[option]]
     (tmpfs / "figures").mkdir()
     with open(tmpfs / "filler", "wb") as f:  # fill the tmpfs: empty files still fit, their bytes do not
@@ -776,10 +776,11 @@ def test_an_interrupt_turned_into_another_error_by_native_code_still_exits_130(c
     """A ^C inside numpy/jax C code can surface as SystemError ("returned a result with an
     exception set"); once the SIGINT handler has run, that is an interrupt, not a bug."""
     from lazylab import cli
+    from lazylab.cli import progress
 
     def interrupted_in_native_code(*args, **kwargs):
         try:
-            cli._on_sigint(signal.SIGINT, None)
+            progress.on_sigint(signal.SIGINT, None)
         except KeyboardInterrupt as exc:
             raise SystemError("<function __numpy_dtype__> returned a result with an exception set") from exc
 
