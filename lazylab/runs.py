@@ -25,12 +25,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lazylab.cache import Memo, default_dir
+from lazylab.cache import Memo, default_dir, legacy_note
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 
@@ -274,8 +275,9 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
     _check_filters(arms, widths, seeds, kinds)
     if memo is None:
         directory = Path(cache_dir).expanduser() if cache_dir else default_dir()
+        note = None if cache_dir or os.environ.get("LAZYLAB_CACHE") else legacy_note(directory)
         if not (directory / "cache.db").is_file():
-            listing = RunListing(runs=[], directory=directory)
+            listing = RunListing(runs=[], directory=directory, problems=[note] if note else [])
             if arms:
                 bad = _unknown_arms(list(arms), set())
                 if bad:
@@ -284,9 +286,11 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
             return listing
         memo = Memo(directory, feature_limit=0)
         try:
-            return list_runs(memo=memo, arms=arms, widths=widths, seeds=seeds, kinds=kinds, any_code=any_code)
+            listing = list_runs(memo=memo, arms=arms, widths=widths, seeds=seeds, kinds=kinds, any_code=any_code)
         finally:
             memo.close()
+        listing.problems[:0] = [note] if note else []
+        return listing
     current = code_identity()
     entries = memo.entries()
     rows, other, seen_arms = [], 0, set()

@@ -221,3 +221,62 @@ def test_an_old_memo_in_the_working_directory_is_pointed_out(tmp_path):
     assert note.startswith(f"note: {tmp_path / 'cache'} holds a memo from an earlier lazylab")
     assert "--cache-dir cache" in note and str(new) in note
     assert legacy_note(tmp_path / "cache", cwd=tmp_path) is None  # it is the memo in use
+
+
+# --------------------------------------------------------------------------- lazylab runs
+@pytest.fixture
+def lazylab_runs():
+    """``run(capsys, ...)`` with the ``runs`` command registered (lazylab/cli/__init__.py registers it once merged)."""
+    from cli_helpers import run
+
+    from lazylab.cli import cli
+    from lazylab.cli.runs import runs
+
+    if "runs" not in cli.commands:
+        cli.add_command(runs)
+    return run
+
+
+def test_runs_command_csv_has_one_row_per_run_of_the_arm(tiny, lazylab_runs, capsys, tmp_path):
+    lad, memo_dir, _ = tiny
+    code, out, err = lazylab_runs(capsys, "runs", "--arm", "yat-frozen", "--csv", tmp_path / "runs.csv",
+                                  "--cache-dir", memo_dir)
+    assert code in (0, None) and err == "", err
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    want = {r.key: r.best_acc for r in lad.runs if r.arm == "yat-frozen"}
+    assert len(rows) == len(want) == 2 and {r["key"]: float(r["best_acc"]) for r in rows} == want
+    assert "2 results (run: 2) matching in the memo at" in out and f"wrote {tmp_path / 'runs.csv'}" in out
+    assert out.count("yat-frozen") == 2 and "relu-frozen" not in out
+
+
+def test_runs_command_json_to_stdout_alone(tiny, lazylab_runs, capsys):
+    lad, memo_dir, _ = tiny
+    code, out, err = lazylab_runs(capsys, "runs", "--json", "-", "--kind", "run", "--width", "32",
+                                  "--cache-dir", memo_dir)
+    assert code in (0, None)
+    doc = json.loads(out)  # stdout is the JSON and nothing else
+    assert doc["count"] == 2 and doc["filters"] == {"arm": [], "width": [32], "seed": [], "kind": ["run"]}
+    assert {r["key"]: r["best_acc"] for r in doc["runs"]} == {r.key: r.best_acc for r in lad.runs if r.width == 32}
+    assert all(r["config"]["width"] == 32 and r["config"]["code"] == code_identity() for r in doc["runs"])
+    assert "2 results" in err  # the table and count line moved to stderr
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--kind", "ladders"], "unknown kind 'ladders'; kinds: run, convex"),
+    (["--arm", "yat-frozn"], "unknown arm 'yat-frozn'"),
+    (["--width", "0"], "0 is below the minimum 1"),
+    (["--seed", "0", "--seed", "0"], "0 is given more than once"),
+    (["--csv", "-"], "--csv -: this command writes files only"),
+])
+def test_runs_command_bad_input_is_one_line(tiny, lazylab_runs, capsys, argv, needle):
+    from cli_helpers import assert_one_line_error
+
+    _, memo_dir, _ = tiny
+    code, _, err = lazylab_runs(capsys, "runs", *argv, "--cache-dir", memo_dir)
+    assert_one_line_error(code, err, needle)
+
+
+def test_runs_command_on_an_empty_memo(lazylab_runs, capsys, tmp_path):
+    code, out, err = lazylab_runs(capsys, "runs", "--cache-dir", tmp_path / "memo")
+    assert code in (0, None) and err == ""
+    assert out.strip() == f"0 results: the memo at {tmp_path / 'memo'} is empty (nothing computed yet)"
