@@ -280,3 +280,15 @@ def test_runs_command_on_an_empty_memo(lazylab_runs, capsys, tmp_path):
     code, out, err = lazylab_runs(capsys, "runs", "--cache-dir", tmp_path / "memo")
     assert code in (0, None) and err == ""
     assert out.strip() == f"0 results: the memo at {tmp_path / 'memo'} is empty (nothing computed yet)"
+
+
+def test_runs_command_points_out_an_old_memo_in_one_line(lazylab_runs, capsys, tmp_path, monkeypatch):
+    (tmp_path / "cache").mkdir()
+    Memo(tmp_path / "cache").close()  # a real (empty) memo where earlier versions kept it
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAZYLAB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code, out, err = lazylab_runs(capsys, "runs")
+    assert code in (0, None)
+    assert err.splitlines() == [legacy_note(tmp_path / "xdg" / "lazylab" / "memo", cwd=tmp_path)]
+    assert f"the memo at {tmp_path / 'xdg' / 'lazylab' / 'memo'} is empty" in out

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lazylab.cli.options import MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, json_option, list_option
-from lazylab.cli.output import count, err, num, out, prepare_json, write_csv, write_json
+from lazylab.cli.output import count, num, out, prepare_json, write_csv, write_json
 from lazylab.runs import FIELDS, KINDS
 
 
@@ -64,8 +64,8 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
         writable_file(csv_path, "--csv")
     arms, kind_list = _names(arms_, "'--arm'"), _names(kinds, "'--kind'")
     listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code)
-    for line in listing.problems:
-        err.print(escape(line))
+    for line in listing.problems:  # one line each, never wrapped
+        click.echo(line, err=True)
     rows = listing.runs
     write_json(json_path, {
         "memo": str(listing.directory), "code": code_identity(), "any_code": any_code,
