@@ -185,7 +185,7 @@ def test_every_option_has_help_and_every_command_ends_its_help_with_examples():
     from lazylab.cli import cli
 
     found = list(_commands(cli))
-    assert {"ladder", "gram", "readout", "trajectory", "ntk", "render", "arms"} <= {p[0] for p, _ in found}
+    assert {"ladder", "gram", "readout", "trajectory", "ntk", "render", "arms", "runs"} <= {p[0] for p, _ in found}
     for path, command in found:
         for param in command.params:
             if isinstance(param, click.Option):

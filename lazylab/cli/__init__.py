@@ -43,10 +43,10 @@ def cli(quiet, verbose):
 
 
 def _register() -> None:
-    from lazylab.cli import admin, ladder, ntk, render, studies
+    from lazylab.cli import admin, ladder, ntk, render, runs, studies
 
-    for command in (admin.arms, admin.data, admin.cache, ladder.ladder, ladder.redundancy, studies.trajectory,
-                    studies.gram, studies.readout, ntk.ntk, render.render):
+    for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
+                    studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render):
         cli.add_command(command)
 
 

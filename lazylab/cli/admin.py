@@ -171,6 +171,8 @@ def cache_info(cache_dir):
     from lazylab.config import code_identity
 
     memo = Memo(cache_dir)
+    for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
+        click.echo(line, err=True)
     out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
     for code, n in memo.code_counts().items():
         usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"

@@ -210,7 +210,7 @@ def data_options(f):
 def cache_dir_option(f):
     """``--cache-dir``: the memo's folder."""
     return click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        help="Memo folder [default: $LAZYLAB_CACHE or ~/.cache/lazylab/memo].")(f)
+                        help="Memo folder [default: $LAZYLAB_CACHE, else $XDG_CACHE_HOME/lazylab/memo or ~/.cache/lazylab/memo].")(f)
 
 
 def default_out() -> Path:
