@@ -37,8 +37,8 @@ import numpy as np
 
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
+from lazylab.locations import default_dir, legacy_note
 
-DEFAULT_DIR = "cache"
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
 # End-to-end rate of loading a feature entry back (read, SHA-256 check, hand-over to jax):
@@ -47,11 +47,6 @@ DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB
 FEATURE_LOAD_BYTES_PER_S = 250e6
 FEATURE_LOAD_OVERHEAD_S = 0.01  # opening the store and the entry's file
 MAX_SIZE = 2**50  # 1 PiB: sqlite keeps sizes in 64-bit integers; anything near that is a typo
-
-
-def default_dir() -> Path:
-    """``$LAZYLAB_CACHE`` if set, else ``./cache``."""
-    return Path(os.environ.get("LAZYLAB_CACHE") or DEFAULT_DIR)
 
 
 def parse_size(text) -> int:
@@ -297,6 +292,10 @@ class Memo:
     def __init__(self, directory: Path | str | None = None, feature_limit: int | None = None):
         self.directory = Path(directory) if directory else default_dir()
         self.problems: list[str] = []  # one line per corrupt entry met
+        if not directory and not os.environ.get("LAZYLAB_CACHE"):
+            note = legacy_note(self.directory)
+            if note:
+                self.problems.append(note)
         self.feature_limit = DEFAULT_CACHE_LIMIT if feature_limit is None else int(feature_limit)
         if self.feature_limit < 0:
             raise ValueError(f"feature_limit must be >= 0 bytes, got {feature_limit}")
@@ -378,6 +377,21 @@ class Memo:
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
         self._put(key, buf.getvalue())
+
+    def entries(self) -> list[tuple[str, str | None, float | None]]:
+        """``(key, code identity, stored at)`` of every entry of the main store (not the feature store), by key.
+
+        The code identity is the entry's diskcache tag (None for entries written before lazylab
+        recorded one, or anything but text); ``stored at`` is the time it was written, in seconds
+        since the epoch (UTC). Nothing is read or unsealed.
+        Raises: LazylabError if the store cannot be read.
+        """
+        try:
+            rows = self._cache._sql("SELECT key, tag, store_time FROM Cache ORDER BY key").fetchall()
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}") from None
+        return [(k, t if isinstance(t, str) else None, float(s) if isinstance(s, (int, float)) else None)
+                for k, t, s in rows if isinstance(k, str)]
 
     def __contains__(self, key: str) -> bool:
         return key in self._cache

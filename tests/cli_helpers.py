@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,12 @@ def run(capsys, *argv):
     return exc.value.code, captured.out, captured.err
 
 
+PROGRESS_LINE = re.compile(r"^\[ *\d[\d. minhs]*\] ")  # "[    12 s] ladder 3/27, ...": lazylab.cli.progress
+
+
 def lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
+    """The non-blank lines of ``text`` that are not plain progress lines (stderr when not a terminal)."""
+    return [line for line in text.splitlines() if line.strip() and not PROGRESS_LINE.match(line)]
 
 
 def assert_one_line_error(code, err, *needles) -> str:

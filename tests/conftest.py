@@ -18,6 +18,9 @@ os.environ["LAZYLAB_OUT"] = tempfile.mkdtemp(prefix="lazylab-test-out-")
 # Ray workers included) spares each test the compiles an earlier one did.
 os.environ["LAZYLAB_XLA_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-xla-")
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+# Nor the user's memo (~/.cache/lazylab/memo by default, lazylab.cache.default_dir): a command run
+# without --cache-dir uses a throwaway one (memo_dir gives a test its own).
+os.environ["LAZYLAB_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-memo-")
 xla_cache.enable()
 
 

@@ -213,7 +213,7 @@ def test_figures_are_written_and_non_empty(tmp_path, with_trained):
 def test_ladder_writes_analysis_csv_figures_and_report_reprints_from_the_memo(capsys, memo_dir, tmp_path):
     out_json, figs = tmp_path / "l.json", tmp_path / "figs"
     argv = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "8,16", "--seeds", "0", "--epochs", "1",
-            "--lr", "0.03", "--train-size", "1024", "--json", str(out_json), "--figures", str(figs)]
+            "--lr", "0.03", "--train-size", "1024", "--json", str(out_json), "--out", str(figs)]
 
     code, _, err = run(capsys, *argv, "--report")  # empty memo: a hint, not a traceback
     assert code == 2 and "Traceback" not in err

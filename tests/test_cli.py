@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from lazylab import data
-from cli_helpers import run, assert_one_line_error
+from cli_helpers import assert_one_line_error, lines, run
 
 TINY = ["--train-size", "2048", "--epochs", "2", "--lr", "0.1", "--seeds", "0"]
 
@@ -54,15 +54,18 @@ def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_d
     code, out, err = run(capsys, *argv)
     assert code == 0
     assert "4 computed, 0 from the memo" in out
-    assert err == ""  # stderr is not a terminal here: no progress bar, not even its blank line
+    # stderr is not a terminal here: plain progress lines, one per finished run, each with its result
+    finished = [line for line in err.splitlines() if ": best " in line]
+    assert len(finished) == 4 and lines(err) == [], err
+    assert finished[-1].split("] ")[1].startswith("ladder 4/4") and "computed in" in finished[-1]
     assert "2 epochs on 2048 training images" in out and "(4 runs)" in out
     first = json.loads(out_json.read_text())
     cells = {a["arm"]: a["cells"] for a in first["arms"]}
     # Wider banks read out better even after one epoch on 512 images.
     assert cells["yat-frozen"]["64"]["mean"] > cells["yat-frozen"]["8"]["mean"]
     assert cells["relu-frozen"]["64"]["mean"] > 60.0
-    code, out2, _ = run(capsys, *argv)
-    assert code == 0
+    code, out2, err2 = run(capsys, "-q", *argv)
+    assert code == 0 and err2 == ""  # -q: no progress at all
     assert "0 computed, 4 from the memo" in out2
     second = json.loads(out_json.read_text())
     assert [r["best_acc"] for r in second["runs"]] == [r["best_acc"] for r in first["runs"]]
@@ -81,7 +84,7 @@ def test_bracketing_picks_the_best_rate(capsys, memo_dir, tmp_path):
 
 
 def test_arms_lists_builtins_with_their_plugin(capsys):
-    code, out, _ = run(capsys, "arms", "--json")
+    code, out, _ = run(capsys, "arms", "--json", "-")
     assert code == 0
     listing = {a["arm"]: a for a in json.loads(out)["arms"]}
     assert {"yat-frozen", "yat-data-frozen", "relu-frozen", "gaussian-frozen", "yat-trained",
@@ -91,7 +94,7 @@ def test_arms_lists_builtins_with_their_plugin(capsys):
 
 
 def test_data_info_reports_real_counts_and_digests(capsys):
-    code, out, _ = run(capsys, "data", "info", "--json")
+    code, out, _ = run(capsys, "data", "info", "--json", "-")
     assert code == 0
     info = json.loads(out)
     assert (info["train"], info["test"]) == (60000, 10000)
@@ -119,7 +122,7 @@ def test_data_seeded_width_beyond_the_training_images_is_refused_before_training
 @pytest.mark.parametrize("argv", [
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--json", "/proc/lazylab/x.json"],
     ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--csv", "/proc/lazylab/x.csv"],
-    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--figures", "/proc/lazylab"],
+    ["ladder", "--arms", "yat-frozen", "--widths", "8", *TINY, "--out", "/proc/lazylab"],
     ["gram", "--max-units", "8", "--frames", "3", "--out", "/proc/lazylab"],
     ["readout", "--widths", "8", "--steps", "2", "--out", "/proc/lazylab"],
 ])
@@ -156,9 +159,71 @@ def test_unknown_arm_under_lazylab_arms_says_why(capsys, memo_dir, monkeypatch):
     assert_one_line_error(code, err, "yat-frozen", "LAZYLAB_ARMS=relu", "relu-frozen")
 
 
-def test_json_to_standard_output_is_refused_in_one_line_not_written_as_a_file(capsys, tmp_path, monkeypatch):
+def test_json_dash_prints_the_results_alone_on_stdout_and_writes_no_file_named_dash(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", "--seeds", "0", "--epochs", "1",
-                         "--lr", "0.1", "--train-size", "256", "--json", "-", "--cache-dir", tmp_path / "m")
-    assert_one_line_error(code, err, "--json -", "file path")
+    code, out, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8,16", "--seeds", "0", "--epochs", "1",
+                         "--lr", "0.1", "--train-size", "256", "--json", "-", "--no-figures", "--cache-dir", tmp_path / "m")
+    assert code == 0, err
+    payload = json.loads(out)  # stdout is the JSON and nothing else
+    assert [r["config"]["width"] for r in payload["runs"]] == [8, 16]
+    assert "best_acc (%)" not in err and lines(err) == []  # no table anywhere; progress lines only
     assert not (tmp_path / "-").exists() and not (tmp_path / "-.csv").exists()
+
+def _commands(group, prefix=()):
+    """Every (path, command) under ``group``, groups included."""
+    import click
+
+    for name, command in sorted(group.commands.items()):
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_option_has_help_and_every_command_ends_its_help_with_examples():
+    import click
+
+    from lazylab.cli import cli
+
+    found = list(_commands(cli))
+    assert {"ladder", "gram", "readout", "trajectory", "ntk", "render", "arms", "runs"} <= {p[0] for p, _ in found}
+    for path, command in found:
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help and len(param.help) > 8, (path, param.name)
+        if isinstance(command, click.Group):
+            continue  # its commands carry the examples
+        text = command.get_help(click.Context(command, info_name=" ".join(path)))
+        assert "Examples:" in text and text.count("lazylab ") >= 2, path
+
+
+def test_ladder_help_shows_each_presets_values_as_the_presets_hold_them():
+    from lazylab.experiments.ladder import PRESETS, LadderPlan
+    from lazylab.arms import get_arm
+
+    code_text = __import__("lazylab.cli.ladder", fromlist=["ladder"]).ladder.help
+    rows = {line.split()[0]: line for line in code_text.splitlines() if line.split() and line.split()[0] in PRESETS}
+    for name, p in PRESETS.items():
+        row = rows[name]
+        widths = p["widths"]
+        shown = f"{widths[0]},{widths[1]},...,{widths[-1]}" if len(widths) > 4 else ",".join(map(str, widths))
+        runs = LadderPlan(arms=tuple(get_arm(a) for a in p["arms"]), widths=widths, seeds=p["seeds"]).n_runs()
+        assert row.split()[-4:] == [shown, ",".join(map(str, p["seeds"])), str(p["epochs"]), str(runs)], row
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8,16,32", (8, 16, 32)), ("8,16,...,128", (8, 16, 32, 64, 128)), ("10,20,...,50", (10, 20, 30, 40, 50)),
+    ("0-2", (0, 1, 2)), ("0-2,5", (0, 1, 2, 5)), ("16,32,...,8192", (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)),
+])
+def test_one_list_syntax_expands_progressions_and_ranges(text, expected):
+    from lazylab.cli.options import parse_int_list
+
+    assert parse_int_list(text) == expected
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("8,16,...,100", "not on the progression"), ("5-2", "backwards"), ("8,...,16", "a,b,...,z"),
+    ("0-200000", "more than"), ("a,b", "expected integers"),
+])
+def test_a_bad_list_is_one_line_naming_the_problem(text, needle, capsys):
+    code, _, err = run(capsys, "readout", "--widths", text)
+    assert_one_line_error(code, err, "--widths", needle)

@@ -74,7 +74,7 @@ TINY = ["--train-size", "1536", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 
 def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_path):
     argv = ["ladder", "--arms", "relu-frozen,yat-trained", "--widths", "8,16", *TINY, "--readout", "both",
-            "--lambdas", "1e-3,1e-5", "--json", tmp_path / "r.json", "--figures", tmp_path / "fig"]
+            "--lambdas", "1e-3,1e-5", "--json", tmp_path / "r.json", "--out", tmp_path / "fig"]
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     assert "the wall" in out and "wall.png" in out

@@ -197,7 +197,7 @@ def test_parse_size_refuses(text):
 
 
 def test_cli_default_is_the_library_default():
-    from lazylab.cli import CACHE_LIMIT_DEFAULT
+    from lazylab.cli.options import CACHE_LIMIT_DEFAULT
 
     assert parse_size(CACHE_LIMIT_DEFAULT) == DEFAULT_CACHE_LIMIT
 

@@ -20,7 +20,7 @@ import pytest
 
 from lazylab.arms import registry, reset_registry
 from lazylab.cli import main
-from cli_helpers import run, write_dist
+from cli_helpers import lines, run, write_dist
 
 TINY = ["--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 RFF_VERSION = distribution("lazylab-rff").version
@@ -72,7 +72,7 @@ def acceptance(tmp_path_factory):
 
 
 def test_rff_arms_are_listed_with_the_plugin_version(capsys, fresh_registry):
-    code, out, _ = run(capsys, "arms", "--json")
+    code, out, _ = run(capsys, "arms", "--json", "-")
     assert code == 0
     listing = json.loads(out)
     arms = {a["arm"]: a for a in listing["arms"]}
@@ -103,7 +103,7 @@ def test_uninstalling_the_plugin_removes_its_arms_and_nothing_else(acceptance, t
     """The same interpreter and site-packages minus exactly the files the plugin's RECORD lists
     (what ``pip uninstall lazylab-rff`` removes), in a subprocess."""
     memo, installed = acceptance
-    code, out, _ = run(capsys, "arms", "--json")
+    code, out, _ = run(capsys, "arms", "--json", "-")
     assert code == 0
     with_plugin = json.loads(out)
 
@@ -133,7 +133,7 @@ def test_uninstalling_the_plugin_removes_its_arms_and_nothing_else(acceptance, t
     )
     relu_json = tmp_path / "relu.json"
     commands = [
-        ["arms", "--json"],
+        ["arms", "--json", "-"],
         ["ladder", "--arms", "relu-frozen", "--widths", "64,512", "--seeds", "0", "--json", str(relu_json)],
         ACCEPTANCE,
     ]
@@ -180,7 +180,7 @@ def test_gram_and_readout_take_the_plugin_arm(capsys, memo_dir, tmp_path, fresh_
 def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path):
     """A real (tiny) distribution on PYTHONPATH whose module raises ImportError; `lazylab arms` in a subprocess."""
     write_dist(tmp_path, "lazylab-broken", "0.3", {"broken": "lazylab_broken:UNIT"}, BROKEN)
-    proc = subprocess.run([sys.executable, "-m", "lazylab.cli", "arms", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "lazylab.cli", "arms", "--json", "-"],
                           env=clean_env(PYTHONPATH=tmp_path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     listing = json.loads(proc.stdout)
@@ -201,7 +201,7 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
     assert "relu-frozen" in out and "1 computed" in out
-    (warning,) = [l for l in err.splitlines() if l.strip()]  # every command says what did not load, once
+    (warning,) = lines(err)  # every command says what did not load, once (progress lines aside)
     assert warning.startswith("warning: plugin unit 'broken' (lazylab-broken 0.3) did not load: ModuleNotFoundError")
     code, _, err = run(capsys, "ladder", "--arms", "broken-frozen", "--widths", "8", *TINY)
     assert code == 2
@@ -219,7 +219,7 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     # LAZYLAB_ARMS leaves the broken plugin unloaded, so strict mode is satisfied.
     monkeypatch.setenv("LAZYLAB_ARMS", "relu,rff")
     reset_registry()
-    code, out, err = run(capsys, "arms", "--json")
+    code, out, err = run(capsys, "arms", "--json", "-")
     assert code == 0, err
     listing = json.loads(out)
     assert {a["arm"] for a in listing["arms"]} == {"relu-frozen", "relu-trained", "rff-frozen", "rff-trained"}
@@ -271,7 +271,7 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
         assert needle in errors[name].message, errors[name].message
 
     # Static checks pass for 'transposed'; the bank's shape is checked when built.
-    code, out, err = run(capsys, "arms", "--json", "--check")
+    code, out, err = run(capsys, "arms", "--json", "-", "--check")
     assert code == 2 and "error: unit 'transposed' (lazylab-bad 1.0) fails its check" in one_line(err)
     status = {u["unit"]: u["status"] for u in json.loads(out)["units"]}
     assert status["transposed"].startswith("contract: random init: bank maps (3, 784) to float32 (8, 3)")

@@ -346,7 +346,7 @@ def test_records_of_older_code_are_never_reused_and_the_ladder_says_so(reference
     assert {json.loads(v)["config"]["code"] for v in runs.values()} == {current}
 
     code, out, err = run(capsys, *argv)  # nothing left to compute: nothing to say
-    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and lines(err) == []
     code, out, _ = run(capsys, "cache", "info", "--cache-dir", memo_dir)
     assert code == 0
     assert f"  3 by {current} (current)" in out
@@ -354,7 +354,7 @@ def test_records_of_older_code_are_never_reused_and_the_ladder_says_so(reference
     code, out, _ = run(capsys, "cache", "prune", "--cache-dir", memo_dir)
     assert code == 0 and f"removed 3 entries computed by other code than {current}" in out
     code, out, err = run(capsys, *argv)
-    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and err == ""
+    assert code == 0 and "runs: 0 computed, 2 from the memo" in out and lines(err) == []
 
 
 # --------------------------------------------------------------------------- 3. concurrency
@@ -461,7 +461,7 @@ def test_bracketing_skips_a_diverging_rate_and_table_says_diverged(tmp_path):
     from rich.console import Console
 
     from lazylab.arms import get_arm
-    from lazylab.cli import ladder_table
+    from lazylab.cli.output import ladder_table
     from lazylab.experiments import Workspace
     from lazylab.experiments.ladder import LadderPlan, run_ladder
 
@@ -564,7 +564,7 @@ def test_damaged_parsed_data_copy_is_one_line_and_reparsed(damage, reference, tm
     assert "runs: 2 computed, 0 from the memo" in out and len(runs) == 2
     assert all(reference[k] == v for k, v in runs.items())  # the real data's numbers, not the damaged copy's
     code, _, err = run(capsys, *LADDER, "--widths", "16", "--seeds", "0", "--cache-dir", memo_dir)
-    assert code == 0 and err == ""  # the copy was rewritten whole
+    assert code == 0 and lines(err) == []  # the copy was rewritten whole (progress lines aside)
 
 
 def test_swapped_compiled_programs_are_removed_and_compiled_again(reference, tmp_path, capsys):
@@ -603,17 +603,17 @@ def test_an_unwritable_home_adds_nothing_to_stderr(tmp_path):
 # --------------------------------------------------------------------------- 7. disk
 
 
-@pytest.mark.parametrize("option", ["--json", "--csv", "--figures"])
+@pytest.mark.parametrize("option", ["--json", "--csv", "--out"])
 def test_full_disk_on_an_output_file_is_one_line_and_leaves_no_temporary(option, tmpfs, reference, tmp_path, capsys):
     """A real ENOSPC on the results written after the runs: exit 2, one line, the runs kept, no .tmp left."""
     memo_dir = tmp_path / "memo"
     argv = [*LADDER, "--widths", "8", "--seeds", "0", "--cache-dir", memo_dir]
-    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--figures": tmpfs / "figures"}
-    if option == "--figures":
+    outputs = {"--json": tmpfs / "r.json", "--csv": tmpfs / "r.csv", "--out": tmpfs / "figures"}
+    if option == "--out":
         argv.remove("--no-figures")
-        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --figures)
+        argv += ["--csv", tmp_path / "r.csv"]  # (its default is inside --out)
     else:
-        argv += ["--figures", tmp_path / "figures"]
+        argv += ["--out", tmp_path / "figures"]
     argv += [option, outputs[option]]
     (tmpfs / "figures").mkdir()
     with open(tmpfs / "filler", "wb") as f:  # fill the tmpfs: empty files still fit, their bytes do not
@@ -776,10 +776,11 @@ def test_an_interrupt_turned_into_another_error_by_native_code_still_exits_130(c
     """A ^C inside numpy/jax C code can surface as SystemError ("returned a result with an
     exception set"); once the SIGINT handler has run, that is an interrupt, not a bug."""
     from lazylab import cli
+    from lazylab.cli import progress
 
     def interrupted_in_native_code(*args, **kwargs):
         try:
-            cli._on_sigint(signal.SIGINT, None)
+            progress.on_sigint(signal.SIGINT, None)
         except KeyboardInterrupt as exc:
             raise SystemError("<function __numpy_dtype__> returned a result with an exception set") from exc
 

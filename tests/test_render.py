@@ -426,7 +426,7 @@ def test_render_with_an_unknown_arm_or_two_ladders_is_refused(rendered, tmp_path
 
 
 def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
-    from lazylab.cli import _render_settings
+    from lazylab.cli.render import _render_settings
 
     s = _render_settings("auto", (), "yat-frozen,rff-frozen", (8, 16), None, 2).ladder
     plan = dict(s.plan)

@@ -323,10 +323,10 @@ def test_distance_products_run_at_float32_highest_precision():
 
 
 def test_every_list_option_accumulates_when_repeated(capsys):
-    from lazylab import cli
+    from lazylab.cli import ladder, ntk, studies
 
-    commands = {"ladder": cli.ladder, "readout": cli.readout, "gram": cli.gram, "trajectory": cli.trajectory,
-                "ntk-scalar": cli.ntk_scalar}
+    commands = {"ladder": ladder.ladder, "readout": studies.readout, "gram": studies.gram,
+                "trajectory": studies.trajectory, "ntk-scalar": ntk.ntk_scalar}
 
     def params(name, *args):
         return commands[name].make_context(name, list(args)).params

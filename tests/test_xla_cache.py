@@ -42,7 +42,7 @@ def _ladder(tmp_path: Path, name: str, xla_setting: str, *options: str) -> tuple
     out = tmp_path / f"{name}.json"
     env = {**os.environ, "LAZYLAB_CACHE": str(tmp_path / f"memo-{name}"), "LAZYLAB_XLA_CACHE": xla_setting}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-m", "lazylab.cli", *LADDER, *options, "--json", str(out)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "lazylab.cli", "-q", *LADDER, *options, "--json", str(out)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     runs = {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in json.loads(out.read_text())["runs"]}

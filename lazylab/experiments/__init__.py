@@ -38,7 +38,7 @@ class Workspace:
 
     Args:
       data_dir: explicit data directory (else ``LAZYLAB_DATA``, else the Debian package's).
-      cache_dir: memo directory (else ``LAZYLAB_CACHE``, else ``./cache``).
+      cache_dir: memo directory (else ``lazylab.cache.default_dir()``: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``).
       cache_limit: cap in bytes on the memo's feature store (None: ``lazylab.cache.DEFAULT_CACHE_LIMIT``,
         8 GiB; 0 stores no features). Run records are never evicted.
     Raises: DataError if the data cannot be located; LazylabError if the memo cannot be opened.

@@ -56,7 +56,7 @@ def _save(fig, directory: Path, stem: str) -> list[Path]:
     for fmt in FORMATS:
         meta = {"Date": None} if fmt == "svg" else {"Software": None}
         paths.append(write_atomically(directory / f"{stem}.{fmt}",
-                                      lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta), "--figures"))
+                                      lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta), "--out"))
     return paths
 
 

@@ -55,9 +55,9 @@ def test_cli_lists_rff_arms_with_the_plugin_version(fresh_registry, monkeypatch)
     from lazylab.cli import cli
 
     monkeypatch.setenv("LAZYLAB_ARMS", "rff")  # --check runs the conformance suite on this unit alone
-    result = CliRunner().invoke(cli, ["arms", "--json", "--check"])
+    result = CliRunner().invoke(cli, ["arms", "--json", "-", "--check"])
     assert result.exit_code == 0, result.output
-    listing = json.loads(result.output)
+    listing = json.loads(result.stdout)
     arms = {a["arm"]: a for a in listing["arms"]}
     for name, trained in (("rff-frozen", False), ("rff-trained", True)):
         assert arms[name]["distribution"] == "lazylab-rff"

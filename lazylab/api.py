@@ -1,0 +1,444 @@
+"""lazylab from Python: ladders, runs and their analyses as plain dataclasses (docs/api.md).
+
+For notebooks and scripts. Every function goes through the same experiment code as the
+command line (``lazylab.experiments.ladder.run_ladder``, ``lazylab.experiments.laws.analyse_ladder``,
+``lazylab.runs.list_runs``, ``lazylab.reference.load_reference``) and the same memo, so a
+ladder computed here is a ladder ``lazylab ladder`` finds in the memo, and the other way round.
+
+    >>> from lazylab import api
+    >>> paper = api.reference()                    # the shipped paper ladder: nothing computed
+    >>> paper.cell("yat-frozen", 512).mean          # mean best_acc over 3 seeds, percent
+    >>> paper.exchange_sentence
+    >>> mine = api.ladder(arms=["yat-frozen", "yat-trained"], widths=[16, 64, 256], seeds=[0],
+    ...                   epochs=1, train_size=2048)
+    >>> api.runs(arm=["yat-frozen"]).to_dataframe()  # needs pandas: pip install 'lazylab[pandas]'
+
+Accuracies are test accuracies in percent (0-100); widths are units ``m``; times are seconds.
+Every collection (``Rows``) is a plain ``list`` with ``to_dataframe()``. Bad arguments raise
+``lazylab.errors.LazylabError`` with a one-line message, as the command line prints them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Iterable
+
+from lazylab.errors import LazylabError
+from lazylab.runs import KINDS, Run, list_runs
+
+__all__ = ["Rows", "Run", "Cell", "ArmRate", "LadderLaw", "MovementLaw", "Gap", "ExchangeRow", "Ladder",
+           "ladder", "reference", "runs", "KINDS", "PANDAS_HINT"]
+
+PANDAS_HINT = "to_dataframe needs pandas: pip install 'lazylab[pandas]'"
+
+
+class Rows(list):
+    """A list of dataclass rows (``Run``, ``Cell``, ``LadderLaw``, ...) that can become a DataFrame."""
+
+    def to_dataframe(self):
+        """A ``pandas.DataFrame``: one row per item, one column per dataclass field (in field order).
+
+        Dict- and list-valued fields (a run's ``config``, a law's ``widths``) stay Python objects
+        in their cells. An empty collection gives an empty frame with no columns.
+        Raises: LazylabError (one line, ``PANDAS_HINT``) when pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise LazylabError(PANDAS_HINT) from None
+        if not self:
+            return pd.DataFrame()
+        columns = [f.name for f in fields(self[0])]
+        return pd.DataFrame([[getattr(r, c) for c in columns] for r in self], columns=columns)
+
+    def to_json(self) -> list[dict]:
+        """Each row as a dict (``dataclasses.asdict``)."""
+        return [r.to_json() if hasattr(r, "to_json") else asdict(r) for r in self]
+
+
+@dataclass
+class Cell:
+    """One arm at one width of a ladder: ``best_acc`` over its seeds.
+
+    Attributes:
+      arm, width: the cell. lr: the arm's rate (chosen by the bracket, or fixed).
+      n: seeds run; mean, std: mean and sample std (ddof=1; 0.0 for one seed) of ``best_acc`` in
+        percent over the seeds that did not diverge (None if every seed diverged or is missing);
+      final_mean: mean last-epoch accuracy (percent); diverged, unstable: seeds flagged
+        (``lazylab.analysis.unstable_reason``; unstable seeds stay in the mean); seeds: which.
+    """
+
+    arm: str
+    width: int
+    lr: float | None
+    n: int
+    mean: float | None
+    std: float | None
+    final_mean: float | None
+    diverged: int
+    unstable: int
+    seeds: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ArmRate:
+    """An arm's learning rate: ``lr`` chosen by the bracket at m = 256, seed 0 (SPEC section 5), or fixed.
+
+    Attributes: arm; plugin (``"<distribution> <version>"``, None in older files); lr (None if every
+    bracket run diverged); bracket: ``{rate: best_acc (%) or None}`` (empty for a fixed rate);
+    failed: the unit failure that stopped the arm, or None.
+    """
+
+    arm: str
+    plugin: str | None
+    lr: float | None
+    bracket: dict[float, float | None] = field(default_factory=dict)
+    failed: str | None = None
+
+
+@dataclass
+class LadderLaw:
+    """``err(m) = 100 - mean acc = floor + c * m^(-alpha)`` fitted on an arm's climbing region (docs/ladder.md).
+
+    Attributes: arm; floor (accuracy points of error left at infinite width), c (points at m = 1),
+    alpha (dimensionless), r2 (on ``err``): None when not fitted; widths: the widths fitted (or the
+    region found); n: how many; at_bound: alpha at an end of its search range [0.001, 5]; rule: how
+    the widths were chosen; skipped: why no fit was made (fewer than 3 widths, ...), else None.
+    """
+
+    arm: str
+    floor: float | None
+    c: float | None
+    alpha: float | None
+    r2: float | None
+    widths: list[int]
+    n: int | None
+    at_bound: bool
+    rule: str | None
+    skipped: str | None
+
+
+@dataclass
+class MovementLaw:
+    """A trained arm's ``log w_move_rel = intercept + slope * log m`` (natural logs; docs/ladder.md).
+
+    Attributes: arm; slope, intercept, r2 (None when not fitted); widths, n; skipped: why not, else None.
+    """
+
+    arm: str
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    widths: list[int]
+    n: int | None
+    skipped: str | None
+
+
+@dataclass
+class Gap:
+    """Trained-minus-frozen mean ``best_acc`` of a pair of arms at one width (points), with its standard error."""
+
+    trained: str
+    frozen: str
+    width: int
+    gap: float | None
+    se: float | None
+
+
+@dataclass
+class ExchangeRow:
+    """How many frozen units match ``trained`` at ``width`` (``lazylab.analysis.exchange_rate``, docs/ladder.md).
+
+    Attributes:
+      trained, frozen: the pair (same unit and init); width: the trained width m;
+      trained_acc: its mean ``best_acc`` (%); frozen_width: the matching frozen width (units;
+        fractional, as interpolated or extrapolated), None when there is none;
+      method: ``interpolated``, ``extrapolated``, ``never`` or ``none``; floor_acc: the frozen law's
+        ``100 - floor`` (%), None without a law; text: the table's cell (``1109 (law only: ...)``);
+        note: the row's ``note``, ``between`` or ``why``, when it has one.
+    """
+
+    trained: str
+    frozen: str
+    width: int
+    trained_acc: float | None
+    frozen_width: float | None
+    method: str
+    floor_acc: float | None
+    text: str
+    note: str | None = None
+
+
+@dataclass
+class Ladder:
+    """A width ladder and its analysis.
+
+    Attributes:
+      arms, widths, seeds, epochs, train_size: the plan (``lr`` None: bracketed per arm).
+      lr: the plan's fixed rate, or None.
+      rates: one ``ArmRate`` per arm (the rate used, its bracket).
+      cells: one ``Cell`` per arm x width (arms in plan order, widths ascending).
+      runs: every run record as a ``Run`` (kind ``run``; bracket runs included), sorted like
+        ``lazylab runs``.
+      laws: the ``LadderLaw`` of each arm; movement: the ``MovementLaw`` of each trained arm;
+      gaps: ``Gap`` per pair and width; exchange: ``ExchangeRow`` per trained arm and width;
+      exchange_sentence: the exchange rate in one sentence; warnings: unstable runs and bracket
+        edges, one line each.
+      analysis: the whole analysis dict (``experiments.laws.analyse_ladder``: also redundancy and
+        learned scalars).
+      source: where it came from (``memo at DIR`` or ``reference results ...``); provenance: the
+        reference file's (where, when, by which lazylab), None for a ladder of the memo.
+      notes: lines the memo reported while reading (corrupt entries, other code's entries).
+    """
+
+    arms: list[str]
+    widths: list[int]
+    seeds: list[int]
+    epochs: int
+    train_size: int
+    lr: float | None
+    rates: Rows
+    cells: Rows
+    runs: Rows
+    laws: Rows
+    movement: Rows
+    gaps: Rows
+    exchange: Rows
+    exchange_sentence: str
+    warnings: list[str]
+    analysis: dict = field(repr=False)
+    source: str = ""
+    provenance: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def cell(self, arm: str, width: int) -> Cell:
+        """The cell of ``arm`` at ``width``. Raises: LazylabError if the ladder has none."""
+        for c in self.cells:
+            if c.arm == arm and c.width == width:
+                return c
+        raise LazylabError(f"the ladder has no cell {arm} at m = {width}; arms: {', '.join(self.arms)}; "
+                           f"widths: {', '.join(map(str, self.widths))}")
+
+    def law(self, arm: str) -> LadderLaw:
+        """The ladder law of ``arm``. Raises: LazylabError if ``arm`` is not in the ladder."""
+        for law in self.laws:
+            if law.arm == arm:
+                return law
+        raise LazylabError(f"the ladder has no arm {arm!r}; arms: {', '.join(self.arms)}")
+
+    def to_dataframe(self):
+        """``cells.to_dataframe()``: one row per arm x width (the accuracy table)."""
+        return self.cells.to_dataframe()
+
+
+# --------------------------------------------------------------------------- building a Ladder
+def _f(v) -> float | None:
+    return None if v is None else float(v)
+
+
+def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = None,
+                         notes: list[str] | None = None, stored: dict[str, str] | None = None) -> Ladder:
+    """A ``Ladder`` from what ``lazylab ladder --json`` writes (plan, arms, runs, analysis)."""
+    from lazylab.runs import _fill, sort_key
+
+    plan, analysis = payload["plan"], payload["analysis"]
+    widths = [int(w) for w in plan["widths"]]
+    rates, cells = Rows(), Rows()
+    for a in payload["arms"]:
+        rates.append(ArmRate(arm=a["arm"], plugin=a.get("plugin"), lr=_f(a.get("lr")),
+                             bracket={float(k): _f(v) for k, v in (a.get("bracket") or {}).items()},
+                             failed=a.get("failed")))
+        for w in widths:
+            c = (a.get("cells") or {}).get(str(w))
+            if c is None:
+                continue
+            cells.append(Cell(arm=a["arm"], width=w, lr=_f(a.get("lr")), n=int(c.get("n", 0)), mean=_f(c.get("mean")),
+                              std=_f(c.get("std")), final_mean=_f(c.get("final_mean")),
+                              diverged=int(c.get("diverged") or 0), unstable=int(c.get("unstable") or 0),
+                              seeds=list(c.get("seeds") or [])))
+    runs = Rows()
+    for rec in payload["runs"]:
+        run = Run(kind="run", key=rec.get("key", ""))
+        _fill(run, rec)
+        run.code = run.config.get("code")
+        run.stored = (stored or {}).get(run.key)
+        runs.append(run)
+    runs.sort(key=sort_key)
+    laws = Rows(LadderLaw(arm=arm, floor=_f(f.get("floor")), c=_f(f.get("c")), alpha=_f(f.get("alpha")),
+                          r2=_f(f.get("r2")), widths=list(f.get("widths") or []), n=f.get("n"),
+                          at_bound=bool(f.get("at_bound")), rule=f.get("rule"), skipped=f.get("skipped"))
+                for arm, f in analysis.get("ladder_law", {}).items())
+    movement = Rows(MovementLaw(arm=arm, slope=_f(f.get("slope")), intercept=_f(f.get("intercept")),
+                                r2=_f(f.get("r2")), widths=list(f.get("widths") or []), n=f.get("n"),
+                                skipped=f.get("skipped"))
+                    for arm, f in analysis.get("movement_law", {}).items())
+    gaps = Rows(Gap(trained=g["trained"], frozen=g["frozen"], width=int(w), gap=_f(v), se=_f(g.get("se", {}).get(w)))
+                for g in analysis.get("gap", {}).values()
+                for w, v in sorted(g.get("per_width", {}).items(), key=lambda kv: int(kv[0])))
+    exchange = analysis.get("exchange") or {}
+    rows = Rows(ExchangeRow(trained=r["trained"], frozen=r["frozen"], width=int(r["width"]),
+                            trained_acc=_f(r.get("trained_acc")), frozen_width=_f(r.get("frozen_width")),
+                            method=r.get("method", "none"), floor_acc=_f(r.get("floor_acc")), text=r.get("text", ""),
+                            note=r.get("note") or r.get("between") or r.get("why"))
+                for r in exchange.get("rows", []))
+    between = [r for r in rows if isinstance(r.note, (list, tuple))]
+    for r in between:  # an interpolated row's ``between`` is the bracketing pair of widths
+        r.note = f"between m = {r.note[0]} and {r.note[1]}"
+    return Ladder(arms=list(plan["arms"]), widths=widths, seeds=[int(s) for s in plan["seeds"]],
+                  epochs=int(plan["epochs"]), train_size=int(plan["train_size"]), lr=_f(plan.get("lr")),
+                  rates=rates, cells=cells, runs=runs, laws=laws, movement=movement, gaps=gaps, exchange=rows,
+                  exchange_sentence=exchange.get("sentence", ""), warnings=list(analysis.get("warnings") or []),
+                  analysis=analysis, source=source, provenance=provenance, notes=list(notes or []))
+
+
+# --------------------------------------------------------------------------- the functions
+def _ints(values, name: str, low: int) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, int) and not isinstance(values, bool):
+        values = [values]
+    out = tuple(values)
+    bad = [v for v in out if not isinstance(v, int) or isinstance(v, bool) or v < low]
+    if bad or not out:
+        raise LazylabError(f"{name}: expected integers >= {low}, got {list(out)!r}")
+    if len(set(out)) < len(out):
+        raise LazylabError(f"{name}: a value is given more than once in {list(out)!r}")
+    return out
+
+
+def _names(values, name: str) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    out = tuple(v.strip() for v in values.split(",")) if isinstance(values, str) else tuple(values)
+    if not out or not all(isinstance(v, str) and v for v in out):
+        raise LazylabError(f"{name}: expected names such as 'yat-frozen', got {values!r}")
+    if len(set(out)) < len(out):
+        raise LazylabError(f"{name}: a name is given more than once in {values!r}")
+    return out
+
+
+def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None = None,
+           seeds: Iterable[int] | None = None, epochs: int | None = None, preset: str = "paper", *,
+           train_size: int | None = None, lr: float | None = None, fan_in: str = "unit",
+           cache_dir: str | Path | None = None, data_dir: str | Path | None = None, memo_only: bool = False,
+           redundancy: bool = True, on_run: Callable[[Run, bool], None] | None = None) -> Ladder:
+    """Run (or read from the memo) a width ladder and analyse it: ``lazylab ladder`` as a function.
+
+    Every argument not given takes ``preset``'s value (``lazylab.experiments.ladder.PRESETS``: ``paper``,
+    the full protocol of SPEC section 5, 8 arms x 10 widths x 3 seeds x 12 epochs, 260 runs and about
+    70-100 minutes on 2 cores when nothing is in the memo; ``quick``, 4 arms x 4 widths x 1 seed x
+    3 epochs). Runs already in the memo are read, the others trained and stored (the same records the
+    command line would store). Without ``lr`` each arm's rate is bracketed at m = 256, seed 0.
+
+    Args:
+      arms: arm names (``lazylab arms`` lists them) or one comma-separated string.
+      widths: bank widths m (>= 1); seeds: seeds (>= 0); epochs: epochs per run (>= 1).
+      preset: ``paper`` or ``quick``.
+      train_size: the first N training images (256..60000); lr: one fixed rate for every arm.
+      fan_in: ``unit`` or ``d`` (the random init's fan-in convention).
+      cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
+      data_dir: Fashion-MNIST [default: ``$LAZYLAB_DATA`` or the Debian package's folder].
+      memo_only: train nothing (``lazylab ladder --report``): every run must be in the memo.
+      redundancy: measure each bank's redundancy (SPEC section 6; a few seconds per bank).
+      on_run: called as ``on_run(run, cached)`` for each run as it finishes or is read.
+    Returns: Ladder (``source`` names the memo).
+    Raises: LazylabError (one line) for an unknown preset, arm or fan-in, a value out of range, data
+      that cannot be found, or, with ``memo_only``, runs missing from the memo (how many).
+    """
+    from lazylab.arms import get_arm
+    from lazylab.experiments import Reporter, Workspace
+    from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
+    from lazylab.experiments.laws import analyse_ladder, missing_message
+
+    if preset not in PRESETS:
+        raise LazylabError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+    base = PRESETS[preset]
+    names = _names(arms, "arms") or tuple(base["arms"])
+    widths = _ints(widths, "widths", 1) or tuple(base["widths"])
+    seeds = _ints(seeds, "seeds", 0) or tuple(base["seeds"])
+    epochs = base["epochs"] if epochs is None else epochs
+    train_size = base["train_size"] if train_size is None else train_size
+    for name, v, lo, hi in (("epochs", epochs, 1, 1000), ("train_size", train_size, 256, 60000)):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            raise LazylabError(f"{name}: expected an integer from {lo} to {hi}, got {v!r}")
+    if lr is not None and not (isinstance(lr, (int, float)) and 0 < lr < float("inf")):
+        raise LazylabError(f"lr: expected a positive finite rate, got {lr!r}")
+    if fan_in not in ("unit", "d"):
+        raise LazylabError(f"fan_in: expected 'unit' or 'd', got {fan_in!r}")
+    plan = LadderPlan(arms=tuple(get_arm(n) for n in names), widths=widths, seeds=seeds, epochs=epochs,
+                      train_size=train_size, lr=None if lr is None else float(lr), fan_in=fan_in)
+
+    class _Hook(Reporter):
+        def done(self, cfg, record, cached):
+            if on_run is not None:
+                from lazylab.runs import _fill
+
+                run = Run(kind="run", key=record.get("key", ""))
+                _fill(run, record)
+                run.code = run.config.get("code")
+                on_run(run, cached)
+
+    ws = Workspace(data_dir, cache_dir)
+    try:
+        ws.memo_only = memo_only
+        result = run_ladder(ws, plan, _Hook())
+        if not (memo_only and ws.missing):
+            analysis = analyse_ladder(ws, result, plan.arms, redundancy=redundancy)
+        if memo_only and ws.missing:  # runs (or a redundancy measurement) not in the memo
+            raise LazylabError("memo_only: " + missing_message(ws, plan, result).removeprefix("--report: ").replace(
+                "run the same command without --report", "call ladder() without memo_only"))
+        payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis}))
+        return _ladder_from_payload(payload, source=f"memo at {ws.memo.directory}", notes=ws.memo.problems,
+                                    stored=_stored_times(ws.memo))
+    finally:
+        ws.memo.close()
+
+
+def _stored_times(memo) -> dict[str, str]:
+    """``{key: ISO 8601 UTC}`` of the memo's run entries."""
+    from datetime import datetime, timezone
+
+    return {k: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+            for k, _, t in memo.entries() if k.startswith("run-") and t is not None}
+
+
+def reference(path: str | Path | None = None) -> Ladder:
+    """The paper ladder shipped with lazylab (``lazylab/reference/paper.json``), or another reference file.
+
+    Nothing is computed: 8 arms x 10 widths (16-8192) x 3 seeds x 12 epochs on all 60,000 images, as
+    computed on the machine and date in ``provenance`` (``where``, ``when``, ``lazylab``, ``code``,
+    ``command``, ``data``, ``runs``); docs/results.md discusses its numbers.
+
+    Returns: Ladder (``source`` says ``reference results``; ``provenance`` set; run rows have no
+      ``stored`` time).
+    Raises: LazylabError (one line) when the file is absent, unreadable or malformed.
+    """
+    from lazylab.reference import load_reference, reference_path
+
+    doc = load_reference(path)
+    prov = doc["provenance"]
+    return _ladder_from_payload(doc["payload"], provenance=prov,
+                                source=f"reference results {path or reference_path()} (computed {prov['when']} "
+                                       f"by {prov['code']}: {prov['where']})")
+
+
+def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | None = None,
+         seed: Iterable[int] | int | None = None, kind: Iterable[str] | str | None = None, *,
+         cache_dir: str | Path | None = None, any_code: bool = False) -> Rows:
+    """The memo's results as ``Run`` rows (``lazylab runs``; ``lazylab.runs.list_runs``).
+
+    Args:
+      arm, width, seed, kind: keep only rows with one of these values (a single value or a list;
+        None: any). Kinds: ``lazylab.runs.KINDS`` (``run``, ``convex``, ``trajectory``, ``redundancy``,
+        ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``).
+      cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
+      any_code: also results computed by other code identities (never reused).
+    Returns: Rows of Run (a list), sorted by kind, arm, width, seed.
+    Raises: LazylabError (one line) for an unknown kind, an arm neither installed nor in the memo,
+      a width below 1 or a negative seed.
+    """
+    listing = list_runs(cache_dir, arms=_names(arm, "arm"), widths=_ints(width, "width", 1),
+                        seeds=_ints(seed, "seed", 0), kinds=_names(kind, "kind"), any_code=any_code)
+    return Rows(listing.runs)

@@ -1,0 +1,159 @@
+"""The ``lazylab`` command line: parse options, call one experiment, print with rich.
+
+One module per command group (``admin``, ``ladder``, ``studies``, ``ntk``, ``render``,
+``runs``); options in ``options``, every table and file format in ``output``, progress in
+``progress``. No science here. Every user error ends as one line on stderr and exit status 2;
+an interrupt exits 130 after saying that finished runs are kept in the memo.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from lazylab import xla_cache
+from lazylab.cli import output, progress
+from lazylab.cli.options import check_paths
+from lazylab.errors import LazylabError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lazylab")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (results and errors still print).")
+@click.option("-v", "--verbose", is_flag=True, help="More progress: one line per epoch when stderr is not a terminal.")
+def cli(quiet, verbose):
+    """lazylab: how many random neurons buy a trained one? (Fashion-MNIST)
+
+    Frozen random feature banks (Yat, ReLU, Gaussian units) with a trained linear readout,
+    against the same networks trained end to end, across widths. Every run is memoized
+    (--cache-dir, default ~/.cache/lazylab/memo), so a command run twice computes nothing.
+
+    \b
+    Examples:
+      lazylab ladder --preset quick --dry-run   # what it would compute, and how long
+      lazylab ladder --preset quick             # 27 runs, about 2 minutes on 2 cores
+      lazylab render all                        # every picture and out/render/report.html
+    """
+    output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
+    if quiet and verbose:
+        raise click.UsageError("-q and -v contradict each other: give one")
+    progress.verbosity = progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL
+
+
+def _register() -> None:
+    from lazylab.cli import admin, ladder, ntk, render, runs, studies
+
+    for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
+                    studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv=None) -> None:
+    """Console entry point: one-line errors (exit 2), interrupts (exit 130), bugs (one line, exit 1).
+
+    ``argv`` None means the real console script: after an interrupt it leaves with ``os._exit``,
+    since tearing the interpreter down under a compile still running in native threads can crash.
+    """
+    import signal
+    import threading
+
+    progress.interrupted = False
+    previous = None
+    # Not when SIGINT is ignored (a background job in a script): keep ignoring it.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        previous = signal.signal(signal.SIGINT, progress.on_sigint)
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _exit_interrupted(argv) -> None:
+    """Say how many runs the memo kept, and leave with status 130."""
+    click.echo(progress.interrupted_message(), err=True)
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(130)
+
+
+def _plugin_warnings(pending: list[str], error: str = "") -> None:
+    """Print the plugin-load warnings (``lazylab.arms.warn``), one line each, except for a unit the error names."""
+    for line in dict.fromkeys(pending):  # each distinct line once
+        unit = line.split("'")[1] if line.count("'") >= 2 else None
+        if unit is None or f"'{unit}'" not in error:
+            click.echo(f"warning: {line}", err=True)
+    pending.clear()
+
+
+def _main(argv) -> None:
+    from lazylab import arms as arms_registry
+
+    progress.ProgressReporter.latest = None
+    pending: list[str] = []
+    arms_registry.warn = pending.append
+    try:
+        _run(argv, pending)
+    finally:
+        arms_registry.warn = None
+
+
+def _run(argv, pending: list[str]) -> None:
+    import logging
+
+    check_paths(cli)
+    # An unwritable HOME makes matplotlib log two warnings and use a temporary folder,
+    # which works: stderr keeps to lazylab's one-line rule.
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
+    try:
+        xla_cache.enable()  # inside: whatever it meets still ends in one line
+        rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)
+        _plugin_warnings(pending)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help())
+        sys.exit(0)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
+    except LazylabError as exc:
+        _plugin_warnings(pending, str(exc))
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except (KeyboardInterrupt, click.exceptions.Abort) as exc:
+        # click turns a ^C inside a command into Abort (from KeyboardInterrupt); a bare Abort is
+        # a confirmation answered no, or with no terminal to answer it.
+        if isinstance(exc, click.exceptions.Abort) and not isinstance(exc.__cause__, KeyboardInterrupt):
+            click.echo("aborted: nothing was changed", err=True)
+            sys.exit(1)
+        _exit_interrupted(argv)
+    except OSError as exc:
+        # The system refused a file operation (full disk, read-only folder, name too long):
+        # the user's environment, not a bug.
+        if progress.interrupted:
+            _exit_interrupted(argv)
+        if os.environ.get("LAZYLAB_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or ' '.join(str(exc).split())}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # a bug: still one line, and exit 1 (not 2) so that it shows
+        if progress.interrupted:
+            # The ^C landed inside native code that turned its KeyboardInterrupt into another
+            # error (e.g. numpy: "SystemError: ... returned a result with an exception set").
+            _exit_interrupted(argv)
+        if os.environ.get("LAZYLAB_DEBUG"):
+            raise
+        msg = " ".join(str(exc).split())
+        if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in msg:
+            click.echo(f"error: out of memory ({type(exc).__name__}); try smaller --widths or --train-size", err=True)
+            sys.exit(2)
+        click.echo(f"error: internal error: {type(exc).__name__}: {msg} (set LAZYLAB_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,5 @@
+"""``python -m lazylab.cli``: the console script."""
+
+from lazylab.cli import main
+
+main()

@@ -1,0 +1,230 @@
+"""``lazylab arms``, ``lazylab data`` and ``lazylab cache``: the helpers around the experiments."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from lazylab import xla_cache
+from lazylab.cli.options import CACHE_LIMIT_DEFAULT, cache_dir_option, data_options, finite, json_option
+from lazylab.cli.output import count, out, prepare_json, write_json
+from lazylab.errors import LazylabError
+
+@click.command()
+@json_option("the units, arms and their plugins")
+@click.option("--check", is_flag=True,
+              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit; exit 2 if any fails.")
+def arms(json_path, check):
+    """List every unit and arm with the plugin (distribution, version) it comes from.
+
+    A plugin that fails to import or breaks the contract is listed with its
+    error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that an error, and
+    LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
+
+    \b
+    Examples:
+      lazylab arms
+      lazylab arms --check                 # run the conformance suite on real images
+      lazylab arms --json - | jq '.arms[].arm'
+    """
+    from rich.markup import escape
+
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry
+
+    prepare_json(json_path)
+    reg = registry()
+    status = {}
+    images = None
+    for name, (unit, dist, version) in sorted(reg.units.items()):
+        status[name] = "ok"
+        if check:
+            from lazylab.testing import check_unit, real_images
+
+            images = real_images() if images is None else images
+            try:
+                check_unit(unit, images)
+            except ContractError as exc:
+                status[name] = f"contract: {exc}"
+    failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
+              for n, s in status.items() if s != "ok"]
+    if failed and os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
+        raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
+    all_arms = reg.arms()
+    rows = [
+        {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
+         "distribution": a.distribution, "version": a.version, "status": status[a.unit.name]}
+        for a in all_arms.values()
+    ]
+    broken = [{"unit": e.unit, "distribution": e.distribution, "version": e.version, "status": e.message}
+              for _, e in sorted(reg.errors.items())]
+    units = [
+        {"unit": name, "distribution": dist, "version": version, "status": status[name],
+         "inits": list(unit.inits), "description": unit.description,
+         "arms": [a.name for a in all_arms.values() if a.unit.name == name]}
+        for name, (unit, dist, version) in sorted(reg.units.items())
+    ] + [{**b, "inits": [], "description": "", "arms": []} for b in broken]
+    write_json(json_path, {"group": ENTRY_POINT_GROUP, "contract": CONTRACT_VERSION,
+                           "units": units, "arms": rows, "errors": broken})
+    table = Table("arm", "unit", "init", "bank", "plugin", "status")
+    for r in rows:
+        ok = r["status"] == "ok"
+        table.add_row(r["arm"], r["unit"], r["init"], r["bank"], f"{r['distribution']} {r['version']}",
+                      r["status"] if ok else f"[red]{escape(r['status'])}[/red]")
+    for b in broken:
+        plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
+        table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
+    out.print(table)
+    if check:
+        passed = len(status) - len(failed)
+        out.print(f"conformance suite (lazylab.testing.check_unit) on real images: {passed} of "
+                  f"{count(len(status), 'unit')} passed")
+    if failed:  # after the listing: every failing unit, one line each
+        raise LazylabError("\nerror: ".join(failed))
+
+
+@click.group()
+def data():
+    """Locate, verify and fetch Fashion-MNIST.
+
+    \b
+    Examples:
+      lazylab data info
+      lazylab data info --json - | jq .fingerprint
+      lazylab data fetch --out data/fashion-mnist   # needs internet
+    """
+
+
+@data.command("info")
+@data_options
+@json_option("where the data is, its counts and checksums")
+def data_info(data_dir, cache_dir, json_path):
+    """Where the data was found, the counts and the files' SHA-256.
+
+    \b
+    Examples:
+      lazylab data info
+      lazylab data info --data-dir /srv/fashion-mnist --json - | jq .fingerprint
+    """
+    from lazylab import data as fmnist
+    from lazylab.cache import default_dir
+
+    prepare_json(json_path)
+    info = fmnist.info(data_dir, cache_dir=cache_dir or default_dir())
+    write_json(json_path, info)
+    out.print(f"directory: {info['directory']}")
+    out.print(f"train: {info['train']}  test: {info['test']}  image: {info['image_shape'][0]}x{info['image_shape'][1]}  fingerprint: {info['fingerprint']}")
+    table = Table("file", "bytes", "sha256", "verified")
+    for name, f in info["files"].items():
+        table.add_row(name, str(f["bytes"]), f["sha256"], "yes" if f["verified"] else "[red]NO[/red]")
+    out.print(table)
+
+
+@data.command("fetch")
+@click.option("--out", "dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the four files [default: $LAZYLAB_DATA or ./data/fashion-mnist].")
+@click.option("--base-url", default=None, help="Mirror base URL [default: the dataset's public mirror].")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=30.0, show_default=True, callback=finite,
+              help="Seconds per request.")
+def data_fetch(dest, base_url, timeout):
+    """Download the four files with SHA-256 verification (needs internet; lazylab never downloads by itself).
+
+    \b
+    Examples:
+      lazylab data fetch --out data/fashion-mnist
+      LAZYLAB_DATA=data/fashion-mnist lazylab ladder --preset quick
+    """
+    from lazylab import data as fmnist
+
+    dest = dest or Path(os.environ.get("LAZYLAB_DATA") or "data/fashion-mnist")
+    paths = fmnist.fetch(dest, base_url=base_url or fmnist.MIRROR, timeout=timeout)
+    for p in paths:
+        out.print(f"ok {p}")
+    out.print(f"set LAZYLAB_DATA={dest} (or pass --data-dir) to use them")
+
+
+@click.group()
+def cache():
+    """Inspect, prune or clear the memo (default ~/.cache/lazylab/memo, or $LAZYLAB_CACHE).
+
+    \b
+    Examples:
+      lazylab cache info
+      lazylab cache prune                  # drop entries computed by older code
+      lazylab runs --arm yat-frozen        # list the runs themselves
+    """
+
+
+@cache.command("info")
+@cache_dir_option
+def cache_info(cache_dir):
+    """Entries and bytes in the memo, in its feature store and in the compiled-program cache.
+
+    \b
+    Examples:
+      lazylab cache info
+      lazylab cache info --cache-dir /data/lazylab-memo
+    """
+    from lazylab.cache import Memo, format_size
+    from lazylab.config import code_identity
+
+    memo = Memo(cache_dir)
+    for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
+        click.echo(line, err=True)
+    out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
+    for code, n in memo.code_counts().items():
+        usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
+        out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
+    entries, size = memo.feature_stats()
+    out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
+              f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
+    folder = xla_cache.cache_dir()
+    if folder is None:
+        out.print(f"compiled programs: not kept (LAZYLAB_XLA_CACHE={os.environ['LAZYLAB_XLA_CACHE']})")
+    elif not xla_cache.usable(folder):
+        out.print(f"{folder}: cannot be written (jax locks it even to read), so compiled programs are not kept or used")
+    else:
+        programs, size = xla_cache.stats(folder)
+        out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "
+                  "LAZYLAB_XLA_CACHE, 0 for none; not cleared by 'cache clear')")
+
+
+@cache.command("clear")
+@cache_dir_option
+@click.option("--yes", is_flag=True, help="Do not ask.")
+def cache_clear(cache_dir, yes):
+    """Remove every memo entry (the compiled-program cache stays).
+
+    \b
+    Examples:
+      lazylab cache clear
+      lazylab cache clear --yes --cache-dir /tmp/scratch-memo
+    """
+    from lazylab.cache import Memo
+
+    memo = Memo(cache_dir)
+    if not yes:
+        click.confirm(f"remove {len(memo) + memo.feature_stats()[0]} entries from {memo.directory}?", abort=True)
+    out.print(f"removed {memo.clear()} entries")
+
+
+@cache.command("prune")
+@cache_dir_option
+def cache_prune(cache_dir):
+    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused.
+
+    \b
+    Examples:
+      lazylab cache prune
+      lazylab cache prune --cache-dir /data/lazylab-memo
+    """
+    from lazylab.cache import Memo
+    from lazylab.config import code_identity
+
+    memo = Memo(cache_dir)
+    out.print(f"removed {memo.prune()} entries computed by other code than {code_identity()}")
+
+
+

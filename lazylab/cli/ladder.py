@@ -1,0 +1,289 @@
+"""``lazylab ladder`` (the width ladder, its laws and the convex wall) and ``lazylab redundancy``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from lazylab.cli.options import (IntList, arms_option, backend_options, cache_limit_option, choices, data_options,
+                                 default_out, epochs_option, fan_in_option, finite, json_option, list_option,
+                                 lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
+                                 width_option, widths_option)
+from lazylab.cli.output import (analysis_tables, backend_note, count, exchange_parts, ladder_table, law_table, num, out,
+                                prepare_json, wall_tables, write_csv, write_json)
+from lazylab.cli.plan import announce, dry_run_option, estimate_for, show_plan
+from lazylab.cli.progress import Display, ProgressReporter, sweep
+from lazylab.errors import LazylabError
+from lazylab.paths import writable_dir, writable_file
+
+
+def _lambdas(value: str | None) -> tuple[float, ...] | None:
+    """``--lambdas``: comma-separated distinct finite penalties > 0, largest first; None when not given."""
+    if value is None:
+        return None
+    try:
+        given = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
+    if not given or any(not (0 < v < float("inf")) for v in given):
+        # lambda = 0 has no minimiser when the classes are separable (a wide bank on few images)
+        raise click.BadParameter(f"expected finite penalties > 0, got {value!r}", param_hint="--lambdas")
+    if len(set(given)) < len(given):
+        raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
+    return tuple(sorted(given, reverse=True))
+
+@click.command()
+@click.option("--preset", type=click.Choice(["paper", "quick"]), default="paper", show_default=True,
+              help="Values of every option not given (the table above).")
+@arms_option()
+@widths_option()
+@seeds_option()
+@epochs_option(None)
+@lr_option("Fixed learning rate for every arm (skips bracketing) [default: each arm's rate bracketed at m=256, "
+           "seed 0, over its grid].")
+@train_size_option(None)
+@fan_in_option
+@click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
+              help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
+                   "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
+@list_option("--lambdas", help="Convex readout: L2 penalties to choose from on a held-out part of the training set "
+             "[default: 1e-4,1e-6,1e-8].")
+@list_option("--climb-widths", type=IntList(1),
+             help="Fit every arm's ladder law on these widths instead of its climbing region.")
+@click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite,
+              help="Climbing region: from the smallest width while each next width gains more than this (points).")
+@click.option("--redundancy-sample", type=click.Choice(["first-n", "held-out", "with-seeds"]), default="first-n",
+              show_default=True, help="Images of the redundancy measurement: the first n, or for a data-seeded bank "
+              "those that seed no unit, or n that include every seed image (docs/results.md).")
+@json_option("the full results (plan, summaries, analysis, every run record)")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
+              help="Write every run as one CSV row to PATH [default: next to --json as <name>.csv, else "
+                   "<out>/runs.csv].")
+@out_option("ladder", "accuracy.{png,svg}, movement.{png,svg} and runs.csv")
+@click.option("--no-figures", is_flag=True, help="Draw no figures.")
+@click.option("--report", is_flag=True,
+              help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
+@dry_run_option
+@backend_options
+@cache_limit_option
+@data_options
+def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout, lambdas, climb_widths, climb_gain,
+           redundancy_sample, json_path, csv_path, out_dir, no_figures, report, dry_run, backend, address, task_cpus,
+           task_gpus, cache_limit, data_dir, cache_dir):
+    """The width ladder: bracket each arm's rate at m=256, then train every width x seed.
+
+    Prints best_acc per arm and width, the laws of SPEC section 6 and the exchange rate (how
+    many frozen units match a trained one); every run is memoized, so an interrupted ladder
+    resumes where it stopped. Each option not given takes the preset's value:
+
+    \b
+    preset  arms                                   widths              seeds  epochs  runs
+    paper   yat, yat-data, relu, gaussian          16,32,...,8192      0,1,2  12      260
+            x frozen, trained (8 arms)
+    quick   yat-frozen, relu-frozen,               16,64,256,1024      0      3       27
+            gaussian-frozen, yat-trained
+    Both train on all 60000 training images. Costs on 2 cores: README.md.
+
+    \b
+    Examples:
+      lazylab ladder --preset quick --dry-run    # the plan and its estimated cost
+      lazylab ladder --arms yat-frozen,relu-frozen --widths 16,32,...,1024 --seeds 0-2
+      lazylab ladder --preset paper --json results.json --backend ray
+    """
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.convex import LAMBDAS
+    from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
+    from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
+
+    p = PRESETS[preset]
+    backend = make_backend(backend, address, task_cpus, task_gpus)
+    plan = LadderPlan(
+        arms=parse_arms(arms_) if arms_ is not None else parse_arms(",".join(p["arms"])),
+        widths=widths or p["widths"],
+        seeds=seeds or p["seeds"],
+        epochs=epochs or p["epochs"],
+        train_size=train_size or p["train_size"],
+        lr=lr,
+        fan_in=fan_in,
+    )
+    if lambdas is not None and readout == "adamw":
+        raise click.BadParameter("applies to the convex readout: add --readout convex or both", param_hint="--lambdas")
+    lambdas = _lambdas(lambdas) or LAMBDAS
+    if readout != "adamw" and all(a.trained for a in plan.arms):
+        raise LazylabError(f"--readout {readout} reads out frozen banks and this ladder has none "
+                           f"({', '.join(a.name for a in plan.arms)})")
+    ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
+    ws.backend = backend
+    if dry_run:
+        show_plan(estimate_for("ladder", ws, plan=plan, readout=readout, backend=backend), json_path)
+        return
+    prepare_json(json_path)
+    if csv_path is not None:
+        writable_file(csv_path, "--csv")
+    out_dir = None if no_figures else writable_dir(out_dir or default_out() / "ladder", "--out")
+    if not report:
+        announce(estimate_for("ladder", ws, plan=plan, readout=readout, backend=backend))
+    if readout == "convex":
+        _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain)
+        return
+    if report:
+        ws.memo_only = True
+        result = run_ladder(ws, plan)
+    else:
+        result, reporter = sweep(backend, run_ladder, ws, plan, "ladder")
+    healthy = tuple(a for a in plan.arms if a.name not in ws.failures)
+    analysis = analyse_ladder(ws, result, healthy, climb_widths=climb_widths, min_gain=climb_gain,
+                              redundancy_sample=redundancy_sample)
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    if report and ws.missing:
+        raise LazylabError(missing_message(ws, plan, result))
+    plan_json = result.plan
+    out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan_json['seeds']))}; "
+              f"{count(plan_json['epochs'], 'epoch')} on {plan_json['train_size']} training images")
+    out.print(ladder_table(result))
+    if report:
+        out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
+    else:
+        out.print(f"runs: {reporter.summary()} at {ws.memo.directory}" + backend_note(backend))
+    for part in analysis_tables(analysis):
+        out.print(part)
+    for part in exchange_parts(analysis.get("exchange")):
+        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+    for line in analysis.get("warnings") or []:  # one line each, never wrapped
+        out.print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+    payload = {**result.to_json(), "analysis": analysis}
+    if readout == "both":
+        import dataclasses
+
+        from lazylab.experiments.convex import wall
+
+        frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
+        convex = _convex_phase(ws, frozen, lambdas, report)
+        payload["convex"] = convex
+        payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
+        for part in wall_tables(payload["analysis"]["wall"]):
+            out.print(part)
+    write_json(json_path, payload)
+    if csv_path is None and json_path is not None and str(json_path) != "-":
+        csv_path = json_path.with_suffix(".csv")
+    elif csv_path is None and out_dir is not None:
+        csv_path = out_dir / "runs.csv"
+    if csv_path is not None:
+        header, rows = runs_table(result)
+        write_csv(csv_path, header, rows, "--csv")
+        out.print(f"wrote {csv_path} ({count(len(rows), 'run')})")
+    if out_dir is not None:
+        from lazylab.render.figures import ladder_figures
+
+        paths = ladder_figures(payload, out_dir)
+        if paths:
+            out.print(f"wrote {', '.join(str(p) for p in paths)}")
+    if ws.failures:  # after every table and file: one line per failed arm, exit 2
+        raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
+                                             for arm, msg in ws.failures.items()))
+
+
+def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
+    """``run_convex_ladder`` under a progress bar (memo only with ``report``); exit 2 if ``report`` lacks a run."""
+    from lazylab.experiments.convex import run_convex_ladder
+
+    if report:
+        ws.memo_only = True
+        convex = run_convex_ladder(ws, plan, lambdas)
+        lacking = [k for k in ws.missing if k.startswith("convex-")]
+        if lacking:
+            raise LazylabError(f"--report: the memo at {ws.memo.directory} lacks {count(len(lacking), 'convex readout')}"
+                               "; run the same command without --report to compute them")
+        out.print(f"convex readouts: {len(convex['runs'])} from the memo (report: nothing computed)")
+        return convex
+    with Display() as display:
+        reporter = ProgressReporter(display, "convex readouts")
+        convex = run_convex_ladder(ws, plan, lambdas, reporter)
+    out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
+    return convex
+
+
+def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain) -> None:
+    """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
+    from lazylab import analysis as an
+
+    convex = _convex_phase(ws, plan, lambdas, report)
+    widths = list(plan.widths)
+    table = Table()
+    table.add_column("arm")
+    for w in widths:
+        table.add_column(f"m={w}", justify="right")
+    for arm, a in convex["arms"].items():
+        cells = [a["cells"][str(w)] for w in widths]
+        table.add_row(arm, *[num(c["mean"]) + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") for c in cells])
+    out.print(f"convex readout: test accuracy (%) at the optimum of cross-entropy + L2 (lambda chosen on the last "
+              f"{convex['holdout_fraction']} of the training images), mean ± std over seeds "
+              f"{','.join(map(str, plan.seeds))}")
+    out.print(table)
+    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
+                               min_gain=climb_gain) for arm, a in convex["arms"].items()}
+    out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
+    write_json(json_path, {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
+                                    "readout": "convex", **plan.protocol()},
+                           "convex": convex, "analysis": {"convex_law": laws}})
+
+
+
+@click.command()
+@arms_option("yat-frozen,yat-data-frozen", "arms whose initial banks are measured (one row set per bank)")
+@width_option(256)
+@click.option("--images", type=click.IntRange(2, 60000), default=4000, show_default=True,
+              help="Training images n the correlations are measured on.")
+@seeds_option("0,1,2")
+@list_option("--fan-in", "fan_ins", default="unit,d", show_default=True,
+             help="Comma-separated random-init fan-ins: unit (as the ladder), d.")
+@list_option("--sample", "samples", default="first-n,held-out,with-seeds", show_default=True,
+             help="Comma-separated image samples: first-n, held-out (images that seed no unit), "
+                  "with-seeds (the n images include every seed image).")
+@train_size_option(60000, "Banks are seeded from the first N training images.")
+@json_option("the rows")
+@data_options
+def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_path, data_dir, cache_dir):
+    """Redundancy of initial banks (mean |corr|, participation ratio) for each fan-in x image sample.
+
+    \b
+    Examples:
+      lazylab redundancy                       # the 2 x 3 x 2 table of docs/results.md
+      lazylab redundancy --arms relu-frozen --fan-in unit --sample first-n
+    """
+    from lazylab.experiments import Workspace
+    from lazylab.experiments.laws import SAMPLES, redundancy_grid
+
+    arms = parse_arms(arms_)
+    fan_ins = choices(fan_ins, ("unit", "d"), "--fan-in")
+    samples = choices(samples, SAMPLES, "--sample")
+    if images > train_size:
+        raise click.BadParameter(f"{images} images exceed --train-size {train_size}", param_hint="--images")
+    if width < 2:
+        raise click.BadParameter("a correlation needs at least 2 units", param_hint="--width")
+    prepare_json(json_path)
+    ws = Workspace(data_dir, cache_dir)
+    with Display() as display:
+        task = display.task("redundancy")
+        rows = redundancy_grid(ws, arms, width, images, seeds, fan_ins, samples, train_size,
+                               progress=lambda done, total: display.update(task, done=done, total=total))
+    for line in ws.memo.problems:
+        click.echo(line, err=True)
+    table = Table(title=f"redundancy of the initial bank, m = {width}, n = {images}, mean ± std over seeds "
+                        f"{','.join(map(str, seeds))}", title_justify="left")
+    for col in ("bank", "fan-in", "sample", "mean |corr| off-diag", "participation ratio"):
+        table.add_column(col, justify="left" if col in ("bank", "fan-in", "sample") else "right")
+    for r in rows:
+        c, p = r["mean_abs_corr"], r["participation_ratio"]
+        spread = len(seeds) > 1
+        table.add_row(r["bank"], r["fan_in"], r["sample"], f"{c['mean']:.3f}" + (f" ± {c['std']:.3f}" if spread else ""),
+                      f"{p['mean']:.1f}" + (f" ± {p['std']:.1f}" if spread else ""))
+    out.print(table)
+    out.print("fan-in applies to random-init banks only; the samples differ for data-seeded banks only")
+    write_json(json_path, {"width": width, "images": images, "seeds": list(seeds), "train_size": train_size,
+                           "rows": rows})
+

@@ -1,0 +1,356 @@
+"""Option types and the options shared by the commands: one syntax and one set of limits for each.
+
+Lists: ``parse_int_list`` (``8,16,32``, ``8,16,...,1024``, ``0-2``); repeating a list option adds
+to it. Seeds are 0..MAX_SEED, widths 1..MAX_WIDTH, training sets 256..60000 images everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import click
+
+MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
+MAX_LR = 1e6  # far past every divergence; larger rates overflow float32 updates to inf
+MAX_WIDTH = 65536  # 8x the protocol's widest bank; beyond this the features alone outgrow a workstation
+MAX_AMPLITUDE = 1e6  # ntk lab's --bump and --noise: far past any useful target; 1e308 overflows its float64 squares
+MAX_LIST = 100_000  # values in one list option: far past any sweep, small enough to check at once
+NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, btrfs, tmpfs)
+
+
+def parse_int_list(text: str) -> tuple[int, ...]:
+    """The one list syntax of every integer list option: ``8,16,32``; ``8,16,...,1024`` (the
+    geometric progression of ratio b/a when it reaches z, else the arithmetic one of step b - a);
+    ``0-2`` (every integer from 0 to 2). Raises ``ValueError`` with a one-line reason."""
+    items = [v.strip() for v in str(text).split(",")]
+    if not any(items):
+        raise ValueError("expected a comma-separated list of integers, got nothing")
+    bad = ValueError(f"expected integers such as 8,16,32, 8,16,...,1024 or 0-2, got {text!r}")
+    if "..." in items:
+        if len(items) != 4 or items[2] != "...":
+            raise ValueError(f"a progression is written a,b,...,z (e.g. 8,16,...,1024), got {text!r}")
+        try:
+            a, b, z = int(items[0]), int(items[1]), int(items[3])
+        except ValueError:
+            raise bad from None
+        if not a < b <= z:
+            raise ValueError(f"a progression a,b,...,z needs a < b <= z, got {text!r}")
+        for step in ((lambda v: v * (b // a)) if a > 0 and b % a == 0 else None, lambda v: v + (b - a)):
+            if step is None:
+                continue
+            seq = [a]
+            while seq[-1] < z and len(seq) <= MAX_LIST:
+                seq.append(step(seq[-1]))
+            if seq[-1] == z:
+                return tuple(seq)
+        raise ValueError(f"{z} is not on the progression {a},{b},...")
+    ints: list[int] = []
+    for item in items:
+        lo, dash, hi = item.partition("-")
+        try:  # "a-b"; a leading "-" is a negative number, refused later by the minimum
+            pair = (int(lo), int(hi)) if dash and lo else None
+            ints += [] if pair else [int(item)]
+        except ValueError:
+            raise bad from None
+        if pair:
+            if pair[1] < pair[0]:
+                raise ValueError(f"the range {item} runs backwards")
+            if pair[1] - pair[0] >= MAX_LIST:
+                raise ValueError(f"the range {item} holds more than {MAX_LIST} values")
+            ints += range(pair[0], pair[1] + 1)
+    return tuple(ints)
+
+
+class IntList(click.ParamType):
+    """An integer list (``parse_int_list``'s syntax): distinct values, each at least ``minimum``
+    (and at most ``maximum`` if given), at least ``at_least`` of them."""
+
+    name = "ints"
+
+    def __init__(self, minimum: int, maximum: int | None = None, at_least: int = 1):
+        self.minimum = minimum
+        self.maximum = maximum
+        self.at_least = at_least
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            ints = parse_int_list(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if len(ints) > MAX_LIST:
+            self.fail(f"{len(ints)} values: more than {MAX_LIST}", param, ctx)
+        bad = [i for i in ints if i < self.minimum]
+        if bad:
+            self.fail(f"{bad[0]} is below the minimum {self.minimum}", param, ctx)
+        bad = [i for i in ints if self.maximum is not None and i > self.maximum]
+        if bad:
+            self.fail(f"{bad[0]} is above the maximum {self.maximum}", param, ctx)
+        repeated = sorted(i for i, n in Counter(ints).items() if n > 1)
+        if repeated:  # a repeated width or seed would double-count one run in the statistics
+            self.fail(f"{repeated[0]} is given more than once", param, ctx)
+        if len(ints) < self.at_least:
+            self.fail(f"expected at least {self.at_least} values, got {len(ints)}", param, ctx)
+        return ints
+
+
+def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help=""):
+    """A comma-separated list option; repeating it accumulates, the one convention of every list
+    option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
+
+    Each occurrence is converted by ``type`` (a list type such as ``IntList``, returning a tuple);
+    repeats are joined and converted once more, so a value repeated across two flags is refused
+    like one inside a list. None given: ``default`` (a string) converted, or None.
+    """
+    def callback(ctx, param, value):
+        if not value:
+            return None
+        if type is None:
+            return ",".join(value)
+        if len(value) == 1:
+            return value[0]
+        return type.convert(",".join(str(v) for part in value for v in part), param, ctx)
+
+    return click.option(*decls, type=type, multiple=True, callback=callback,
+                        default=(default,) if default is not None else (), show_default=show_default,
+                        help=help + " Repeating the option adds to the list.")
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes such as ``8GiB``, ``500MB`` or ``0`` (``lazylab.cache.parse_size``)."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        from lazylab.cache import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+CACHE_LIMIT_DEFAULT = "8GiB"  # lazylab.cache.DEFAULT_CACHE_LIMIT, spelled for --help (a test checks they agree)
+
+
+def cache_limit_option(f):
+    """``--cache-limit``, on every command that computes frozen-bank features (``Workspace.bank_features``)."""
+    return click.option(
+        "--cache-limit", type=ByteSize(), default=CACHE_LIMIT_DEFAULT, show_default=True,
+        help="Cap on the memo's feature store (frozen banks' feature matrices, kept when loading them back beats "
+             "recomputing; least recently used evicted first; run records are never evicted). Sizes like 8GiB, "
+             "500MB; 0 stores no features.")(f)
+
+
+def backend_options(f):
+    """``--backend``, ``--address``, ``--task-cpus`` and ``--task-gpus``, on the sweep commands (docs/scaling.md)."""
+    f = click.option("--task-gpus", type=click.FloatRange(min=0, max=1024), default=None, callback=finite,
+                     help="GPUs each Ray task claims (fractions share one) [default: 0; --backend ray only].")(f)
+    f = click.option("--task-cpus", type=click.FloatRange(min=0, min_open=True, max=1024), default=None, callback=finite,
+                     help="CPUs each Ray task claims: bounds the tasks running at once per node [default: 1; "
+                          "--backend ray only].")(f)
+    f = click.option("--address", default=None,
+                     help="A running Ray cluster: auto, HOST:6379, or ray://HOST:10001 [default: start a local "
+                          "instance; --backend ray only].")(f)
+    f = click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="Where missing runs are computed: in this process, or one Ray task per cell; only this "
+                          "process writes the memo. Ray is the extra: pip install 'lazylab[ray]'.")(f)
+    return f
+
+
+def make_backend(backend: str, address: str | None, task_cpus: float | None, task_gpus: float | None):
+    """The backend the options name; Ray options without ``--backend ray``, or Ray not installed, are one-line errors."""
+    from lazylab.backends import LocalBackend, RayBackend
+
+    if backend != "ray":
+        given = [name for name, v in (("--address", address), ("--task-cpus", task_cpus), ("--task-gpus", task_gpus))
+                 if v is not None]
+        if given:
+            raise click.UsageError(f"{given[0]} needs --backend ray")
+        return LocalBackend()
+    if address is not None and not address.strip():
+        raise click.BadParameter("expected a Ray address such as auto or ray://HOST:10001", param_hint="'--address'")
+    return RayBackend(address=address.strip() if address else None,
+                      num_cpus=1.0 if task_cpus is None else task_cpus, num_gpus=0.0 if task_gpus is None else task_gpus)
+
+
+def finite(ctx, param, value):
+    """Option callback: refuse ``nan`` and ``inf`` (click's FloatRange lets them through)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def parse_arms(value: str | None) -> tuple:
+    """Resolve a comma-separated arm list; an empty or unknown name is a LazylabError."""
+    from lazylab.arms import get_arm
+
+    names = [n.strip() for n in (value or "").split(",")]
+    if not any(names):
+        raise click.BadParameter("expected at least one arm name", param_hint="'--arms'")
+    repeated = sorted({n for n in names if n and names.count(n) > 1})
+    if repeated:  # one arm twice would train nothing new and print its row twice
+        raise click.BadParameter(f"{repeated[0]} is given more than once", param_hint="'--arms'")
+    return tuple(get_arm(n) for n in names if n)
+
+
+def data_options(f):
+    """``--data-dir`` and ``--cache-dir``, shared by every command that touches data or the memo."""
+    f = cache_dir_option(f)
+    f = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+                     help="Fashion-MNIST directory [default: $LAZYLAB_DATA or /usr/share/datasets/fashion-mnist].")(f)
+    return f
+
+
+def cache_dir_option(f):
+    """``--cache-dir``: the memo's folder."""
+    return click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Memo folder [default: $LAZYLAB_CACHE, else $XDG_CACHE_HOME/lazylab/memo or ~/.cache/lazylab/memo].")(f)
+
+
+def default_out() -> Path:
+    """``$LAZYLAB_OUT`` or ``./out``: the root for figures and tables a command writes by default."""
+    return Path(os.environ.get("LAZYLAB_OUT") or "out")
+
+
+def out_option(folder: str, what: str):
+    """``--out DIR``, every command's output folder: ``what`` is written there [default: out/<folder>]."""
+    return click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help=f"Folder for {what} [default: $LAZYLAB_OUT/{folder} or out/{folder}].")
+
+
+def json_option(what: str):
+    """``--json PATH``: the command's results as JSON; ``-`` prints them on stdout and nothing else
+    (the tables are then left out; progress, warnings and errors stay on stderr)."""
+    return click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="PATH",
+                        default=None, help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
+
+
+def arms_option(default: str | None = None, what: str = "arms"):
+    """``--arms``: comma-separated arm names (``lazylab arms`` lists them, plugins too)."""
+    return list_option("--arms", "arms_", default=default, show_default=default is not None,
+                       help=f"Comma-separated {what} (lazylab arms lists them)"
+                            + ("" if default is not None else " [default: the preset's]") + ".")
+
+
+def widths_option(default: str | None = None, what: str = "bank widths m", at_least: int = 1):
+    """``--widths``: an integer list of widths 1..MAX_WIDTH."""
+    return list_option("--widths", type=IntList(1, MAX_WIDTH, at_least), default=default,
+                       show_default=default is not None,
+                       help=f"{what[0].upper()}{what[1:]}: 64,512, 8,16,...,1024 or 8-12"
+                            + ("" if default is not None else " [default: the preset's]") + ".")
+
+
+def seeds_option(default: str | None = None):
+    """``--seeds``: an integer list of seeds 0..MAX_SEED."""
+    return list_option("--seeds", type=IntList(0, MAX_SEED), default=default, show_default=default is not None,
+                       help="Seeds (bank, head and batch order): 0,1,2 or 0-2"
+                            + ("" if default is not None else " [default: the preset's]") + ".")
+
+
+def seed_option(what: str = "Seed of the bank, the head and the batch order.", maximum: int = MAX_SEED):
+    """``--seed``: one seed 0..MAX_SEED (or a smaller ``maximum`` the help explains)."""
+    return click.option("--seed", type=click.IntRange(min=0, max=maximum), default=0, show_default=True, help=what)
+
+
+def width_option(default: int | None, what: str = "Units m in the bank."):
+    """``--width``: one width 1..MAX_WIDTH (required when ``default`` is None)."""
+    return click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=default,
+                        required=default is None, show_default=default is not None, help=what)
+
+
+def train_size_option(default: int | None, what: str = "Training images: the first N of the 60000."):
+    """``--train-size``: 256..60000 images in every command."""
+    return click.option("--train-size", type=click.IntRange(min=256, max=60000), default=default,
+                        show_default=default is not None,
+                        help=what + (" [default: the preset's, 60000 for paper]" if default is None else ""))
+
+
+def epochs_option(default: int | None, what: str = "Epochs per run."):
+    """``--epochs``: 1..1000 epochs."""
+    return click.option("--epochs", type=click.IntRange(min=1, max=1000), default=default,
+                        show_default=default is not None,
+                        help=what + (" [default: the preset's]" if default is None else ""))
+
+
+def lr_option(what: str, default: float | None = None):
+    """``--lr``: a finite rate in (0, MAX_LR]."""
+    return click.option("--lr", type=click.FloatRange(min=0, min_open=True, max=MAX_LR), default=default,
+                        show_default=default is not None, callback=finite, help=what)
+
+
+def fan_in_option(f):
+    """``--fan-in``: the random init's fan-in convention."""
+    return click.option("--fan-in", type=click.Choice(["unit", "d"]), default="unit", show_default=True,
+                        help="Random init: each unit's own lecun convention, or fan-in d = 784 for all.")(f)
+
+
+def choices(value: str, allowed: tuple, option: str) -> tuple:
+    """Comma-separated distinct choices from ``allowed``, in the given order; one-line error otherwise."""
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in items if v not in allowed]
+    if not items or bad:
+        raise click.BadParameter(f"expected comma-separated values from {', '.join(allowed)}, got {value!r}",
+                                 param_hint=option)
+    if len(set(items)) < len(items):
+        raise click.BadParameter(f"a value is given more than once in {value!r}", param_hint=option)
+    return items
+
+
+class NtkTimes(click.ParamType):
+    """Comma-separated report times: finite, >= 0, strictly increasing."""
+
+    name = "times"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            ts = tuple(float(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"expected comma-separated times, got {value!r}", param, ctx)
+        if not all(math.isfinite(t) and 0 <= t <= 1e4 for t in ts):
+            self.fail("times must be finite and between 0 and 10000", param, ctx)
+        if any(b <= a for a, b in zip(ts, ts[1:])):
+            self.fail("times must be strictly increasing", param, ctx)
+        return ts
+
+# ----------------------------------------------------------- path options
+class CheckedPath(click.Path):
+    """A ``click.Path`` that also refuses an empty path and a component over ``NAME_MAX`` bytes.
+
+    ``''`` would otherwise mean the working directory (a memo there, with its permissions),
+    and a long component fails only when the file is opened, after the work is done.
+    """
+
+    def __init__(self, inner: click.Path):
+        self.__dict__.update(inner.__dict__)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (str, os.PathLike)):
+            text = os.fspath(value)
+            if text == "":
+                self.fail("empty path", param, ctx)
+            longest = max(len(os.fsencode(part)) for part in str(text).split(os.sep))
+            if longest > NAME_MAX:
+                self.fail(f"a path component is {longest} bytes long; file systems allow {NAME_MAX}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def check_paths(group: click.Group) -> None:
+    """Give every path option of every command (those added later too) ``CheckedPath``'s checks."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            check_paths(command)
+        for param in command.params:
+            if isinstance(param.type, click.Path) and not isinstance(param.type, CheckedPath):
+                param.type = CheckedPath(param.type)
+
+

@@ -1,0 +1,271 @@
+"""The one formatting module of the command line: consoles, rich tables, JSON and CSV writing.
+
+No science here: every number comes from ``lazylab.experiments`` or ``lazylab.analysis``. Notes
+go below a table (its caption), never in a column, so tables stay as narrow as their numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lazylab.paths import write_text_atomically
+
+out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
+err = Console(stderr=True, highlight=False)  # progress, warnings
+
+
+def reset() -> None:
+    """Before each command: results print on stdout again."""
+    out.quiet = False
+
+
+
+
+def prepare_json(path: Path | None) -> None:
+    """Check a ``--json PATH`` before any work: a writable file, or ``-`` for stdout, in which case
+    the tables and lines the command would print are left out so that stdout holds the JSON alone
+    (progress, warnings and errors still go to stderr)."""
+    from lazylab.paths import writable_file
+
+    if path is None:
+        return
+    if str(path) == "-":
+        out.quiet = True
+    else:
+        writable_file(path, "--json")
+
+
+def write_json(path: Path | None, payload, option: str = "--json") -> None:
+    """Write ``payload`` as JSON to ``path`` (atomically), or to stdout for ``-``; nothing for None."""
+    if path is None:
+        return
+    text = json.dumps(payload, indent=1)
+    if str(path) == "-":
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    write_text_atomically(path, text, option)
+    out.print(f"wrote {path}")
+
+
+def write_csv(path: Path, header: list, rows: list, option: str) -> None:
+    """Write ``rows`` (lists, or dicts keyed by ``header``) as CSV to ``path``, atomically."""
+    text = io.StringIO(newline="")
+    if rows and isinstance(rows[0], dict):
+        writer = csv.DictWriter(text, fieldnames=list(header))
+        writer.writeheader()
+    else:
+        writer = csv.writer(text)
+        writer.writerow(header)
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, text.getvalue(), option)
+
+
+def ladder_table(result) -> Table:
+    """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate; unstable seeds counted."""
+    widths = result.plan["widths"]
+    table = Table()
+    table.add_column("arm")
+    for w in widths:
+        table.add_column(f"m={w}", justify="right")
+    table.add_column("lr", justify="right")
+    for a in result.arms:
+        cells = []
+        for w in widths:
+            c = a.cells.get(w)
+            if getattr(a, "failed", None):
+                cells.append("failed")
+            elif c is None or c["mean"] is None:
+                cells.append("diverged")
+            else:
+                text = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "")
+                text += f" ({c['diverged']} div)" if c["diverged"] else ""
+                cells.append(text + (f" [yellow]({c['unstable']} unstable)[/yellow]" if c.get("unstable") else ""))
+        table.add_row(a.arm, *cells, "failed" if getattr(a, "failed", None) else "diverged" if a.lr is None else f"{a.lr:g}")
+    return table
+
+
+def count(n: int, noun: str) -> str:
+    """``"1 epoch"``, ``"3 epochs"``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def num(v, fmt=".2f") -> str:
+    """``v`` formatted, or ``-`` for a missing value."""
+    return "-" if v is None else format(v, fmt)
+
+
+def analysis_tables(analysis: dict) -> list:
+    """Rich renderables for the ladder's laws (``experiments.laws.analyse_ladder``), in SPEC section 6 order."""
+    parts: list = []
+    laws = analysis["ladder_law"]
+    law = law_table("ladder law: err = 100 - mean acc = floor + c m^-alpha", laws, "arm")
+    parts.append(law)
+    if analysis["movement"]:
+        widths = sorted({int(w) for per in analysis["movement"].values() for w in per})
+        mv = Table(title="movement: w_move_rel = ||W_end - W0||_F / ||W0||_F, mean over seeds; "
+                         "law: log w_move_rel = intercept + slope log m", title_justify="left")
+        mv.add_column("arm")
+        for w in widths:
+            mv.add_column(f"m={w}", justify="right")
+        for col in ("slope", "R^2"):
+            mv.add_column(col, justify="right")
+        skipped = []
+        for arm, per in analysis["movement"].items():
+            f = analysis["movement_law"].get(arm, {})
+            cells = [num(per.get(str(w), {}).get("mean"), ".4g") for w in widths]
+            mv.add_row(arm, *cells, num(f.get("slope"), ".3f"), num(f.get("r2"), ".4f"))
+            if f.get("skipped"):
+                skipped.append(f"{arm}: law not fitted: {f['skipped']}")
+        add_notes(mv, skipped)
+        parts.append(mv)
+    if analysis["gap"]:
+        widths = sorted({int(w) for g in analysis["gap"].values() for w in g["per_width"]})
+        gp = Table(title="gap: trained - frozen mean accuracy (points)", title_justify="left")
+        gp.add_column("pair")
+        for w in widths:
+            gp.add_column(f"m={w}", justify="right")
+        gp.add_column("largest at", justify="right")
+        gp.add_column("smallest at", justify="right")
+        for name, g in analysis["gap"].items():
+            gp.add_row(name, *[num(g["per_width"].get(str(w)), "+.2f") for w in widths],
+                       str(g["largest_at"]), str(g["smallest_at"]))
+        parts.append(gp)
+    if analysis["redundancy"]:
+        sample = analysis["settings"].get("redundancy_sample", "first-n")
+        rd = Table(title=f"redundancy of the initial bank (seed 0) on n training images ({sample})", title_justify="left")
+        for col in ("bank", "m", "n", "mean |corr| off-diag", "participation ratio", "constant units"):
+            rd.add_column(col, justify="left" if col == "bank" else "right")
+        for bank, r in analysis["redundancy"].items():
+            rd.add_row(bank, str(r["m"]), str(r["n"]), f"{r['mean_abs_corr']:.4f}", f"{r['participation_ratio']:.2f}",
+                       str(r["constant_units"]))
+        parts.append(rd)
+    trained = {a: v for a, v in analysis["scalars"].items() if a.endswith("-trained")}
+    if trained:
+        widths = sorted({int(w) for v in trained.values() for per in v.values() for w in per})
+        sc = Table(title="learned scalars of trained arms, start -> end, mean over seeds "
+                         "(frozen arms keep their start values)", title_justify="left")
+        sc.add_column("arm")
+        sc.add_column("scalar")
+        for w in widths:
+            sc.add_column(f"m={w}", justify="right")
+        for arm, v in trained.items():
+            for name, per in v.items():
+                cells = [f"{num(per[str(w)]['start'], '.3g')} -> {num(per[str(w)]['end'], '.3g')}" if str(w) in per
+                         else "-" for w in widths]
+                sc.add_row(arm, name, *cells)
+        parts.append(sc)
+    return parts
+
+
+def exchange_parts(exchange: dict | None) -> list:
+    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; one note line without a pair."""
+    if not exchange or not exchange.get("rows"):
+        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init"]
+    table = Table(title="exchange rate: the frozen width of the same unit matching a trained arm's mean accuracy "
+                        "(interpolated on log m, or extrapolated from the frozen ladder law)", title_justify="left")
+    for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
+        table.add_column(col, justify="right" if col in ("m", "trained acc (%)", "matching frozen width") else "left")
+    notes: list[str] = []
+    for r in exchange["rows"]:  # the width as the analysis wrote it ("text"); how, from the row's fields
+        width, _, kind = r["text"].partition(" (")  # "1109 (law only: ...)": the width; the kind goes to "how"
+        if r["method"] == "interpolated":
+            how = f"interpolated {r['between'][0]}-{r['between'][1]}"
+        elif r["method"] == "extrapolated":
+            how = ("law only" if "law only" in kind else "law") + f", floor {100 - r['floor_acc']:.2f} % err"
+        else:
+            how = kind.rstrip(")") or r["method"]
+        note = r.get("note") or r.get("why")
+        if note:
+            if note not in notes:
+                notes.append(note)
+            how += " " + "*" * (notes.index(note) + 1)
+        table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), r["frozen"], width, how)
+    add_notes(table, ["interpolated a-b: linearly in log m between two measured widths; law: the frozen ladder law "
+                      "solved for the trained error; law only: the measured curve peaked and fell short"]
+              + [f"{'*' * (i + 1)} {n}" for i, n in enumerate(notes)])
+    return [table, exchange["sentence"]]
+
+def law_table(title: str, laws: dict, first: str = "curve") -> Table:
+    """One row per curve: widths fitted, floor, c, alpha, R^2; why a law was not fitted, and
+    an alpha at its search bound, as notes below the table."""
+    law = Table(title=title, title_justify="left")
+    for col in (first, "widths fitted", "floor (%)", "c", "alpha", "R^2"):
+        law.add_column(col, justify="left" if col in (first, "widths fitted") else "right")
+    notes = []
+    for name, f in laws.items():
+        used = ",".join(map(str, f.get("widths", []))) or "-"
+        if "skipped" in f:
+            law.add_row(name, used, "-", "-", "-", "-")
+            notes.append(f"{name}: not fitted: {f['skipped']}")
+            continue
+        law.add_row(name, used, f"{f['floor']:.2f}", f"{f['c']:.3g}", f"{f['alpha']:.3f}" + (" *" if f.get("at_bound") else ""),
+                    f"{f['r2']:.4f}" + (" †" if f.get("dof") == 0 else ""))
+    if any(f.get("at_bound") for f in laws.values()):
+        notes.append("* alpha at its search bound")
+    if any(f.get("dof") == 0 for f in laws.values() if "skipped" not in f):
+        notes.append("† exact: 3 points for 3 parameters")
+    add_notes(law, notes)
+    return law
+
+
+def add_notes(table: Table, notes: list[str]) -> None:
+    """Put ``notes`` below ``table``, one per line, left-aligned."""
+    if notes:
+        table.caption = "\n".join(notes)
+        table.caption_justify = "left"
+
+
+def wall_tables(w: dict) -> list:
+    """The wall table (``experiments.convex.wall``) and both curves' ladder laws, as rich tables."""
+    table = Table(title="the wall: protocol (AdamW) readout against the convex optimum, mean over seeds",
+                  title_justify="left")
+    for col in ("arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train loss: protocol",
+                "optimum", "gap (nats)", "grad norm"):
+        table.add_column(col, justify="left" if col == "arm" else "right")
+    for arm, rows in w["arms"].items():
+        for width, r in rows.items():
+            table.add_row(arm, width, num(r["best_acc"]), num(r["final_acc"]), num(r["convex_acc"]),
+                          num(r["gap"], "+.2f"), num(r["protocol_loss"], ".4f"), num(r["convex_loss"], ".4f"),
+                          num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))
+    notes = []
+    if any(not r["converged"] for rows in w["arms"].values() for r in rows.values()):
+        notes.append("* stopped by the objective-change rule or the iteration cap, not the gradient rule (docs/convex.md)")
+    edge, total = w["lambda_at_edge"]
+    if edge:
+        notes.append(f"lambda: the grid's smallest chosen in {edge} of {total} readouts (--lambdas extends the grid)")
+    add_notes(table, notes)
+    laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
+    return [table, law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]
+
+
+def write_results(out_dir: Path, stem: str, payload: dict) -> None:
+    """``<stem>.json`` (``payload``) and ``<stem>.csv`` (``payload["rows"]`` popped out) in ``out_dir``."""
+    rows = payload.pop("rows")
+    write_text_atomically(out_dir / f"{stem}.json", json.dumps(payload, indent=1), "--out")
+    write_csv(out_dir / f"{stem}.csv", list(rows[0]), rows, "--out")
+
+
+def backend_note(backend) -> str:
+    """``"; N Ray tasks on <where>"`` for the Ray backend, else nothing."""
+    tasks = getattr(backend, "tasks", None)
+    return "" if tasks is None else f"; {tasks} Ray task{'s' * (tasks != 1)} on {backend.where()}"
+
+
+def gif_facts(info) -> dict:
+    """A written GIF's facts for JSON: path, frames, bytes, size, dpi."""
+    return {"path": str(info.path), "frames": info.frames, "bytes": info.bytes, "size": list(info.size), "dpi": info.dpi}
+
+
+def gif_line(info) -> str:
+    """``path (N frames, WxH px, S MiB)`` of a written GIF."""
+    return f"{info.path} ({info.frames} frames, {info.size[0]}x{info.size[1]} px, {info.bytes / 2**20:.2f} MiB)"
+

@@ -1,0 +1,207 @@
+"""Progress on stderr: a live rich display on a terminal, plain log lines otherwise.
+
+On a terminal each running stage is one bar with its elapsed and remaining time; a stage that
+finishes leaves the display. Piped, under nohup, in CI or in a notebook's ``!lazylab``, progress
+is plain lines instead: one per finished run, and for other stages at most one every
+``PLAIN_EVERY`` seconds plus one when the stage ends, each with counts, elapsed time and an
+estimate of the time left. ``-q`` prints no progress, ``-v`` adds one line per epoch.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lazylab.cli.output import count, err
+
+PLAIN_EVERY = 10.0  # seconds between two plain lines of one stage (finished runs always get one)
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+verbosity = NORMAL  # set by the group's -q / -v
+
+
+def duration(seconds: float) -> str:
+    """``"0.4 s"``, ``"42 s"``, ``"3 min 05 s"``, ``"1 h 12 min"``."""
+    if seconds < 9.95:
+        return f"{seconds:.1f} s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class Display:
+    """One command's progress: ``task(name, total)`` opens a stage, ``update`` moves it, ``finish``
+    closes it (it leaves the live display); ``line(text)`` logs one plain line."""
+
+    def __init__(self):
+        self.live = err.is_terminal and verbosity > QUIET
+        self.rich = None
+        self.t0 = time.monotonic()
+        self.stages: dict[int, dict] = {}
+
+    def __enter__(self):
+        if self.live:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self.rich = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err,
+                                 transient=True)
+            self.rich.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.rich is not None:
+            self.rich.__exit__(*exc)
+        return False
+
+    def task(self, name: str, total: int | None = None) -> int:
+        """Open a stage; returns its id."""
+        tid = self.rich.add_task(name, total=total) if self.rich is not None else len(self.stages)
+        now = time.monotonic()
+        self.stages[tid] = {"name": name, "total": total, "done": 0, "t0": now, "said": now}
+        return tid
+
+    def update(self, tid: int, done: int | None = None, total: int | None = None, description: str | None = None,
+               advance: int = 0, say: str | None = None) -> None:
+        """Move stage ``tid``; ``say`` is logged as a plain line (throttled unless it ends the stage)."""
+        st = self.stages[tid]
+        st["total"] = st["total"] if total is None else total
+        st["done"] = (st["done"] if done is None else done) + advance
+        if self.rich is not None:
+            self.rich.update(tid, completed=st["done"], total=st["total"],
+                             **({"description": description} if description else {}))
+            return
+        now = time.monotonic()
+        ended = st["total"] is not None and st["done"] >= st["total"]
+        if say is not None or ended or now - st["said"] >= PLAIN_EVERY:
+            st["said"] = now
+            self.line(self.status(tid) + (f": {say}" if say else f": {description}" if description else ""))
+
+    def status(self, tid: int) -> str:
+        """``stage 3/27, 42 s, eta 1 min 10 s`` (eta from the pace so far)."""
+        st = self.stages[tid]
+        spent = time.monotonic() - st["t0"]
+        text = f"{st['name']} {st['done']}" + (f"/{st['total']}" if st["total"] else "") + f", {duration(spent)}"
+        if st["total"] and 0 < st["done"] < st["total"]:
+            text += f", eta {duration(spent / st['done'] * (st['total'] - st['done']))}"
+        return text
+
+    def finish(self, tid: int) -> None:
+        """Close stage ``tid``: its bar leaves the live display."""
+        if self.rich is not None and tid in self.stages:
+            self.rich.remove_task(tid)
+        self.stages.pop(tid, None)
+
+    def line(self, text: str) -> None:
+        """One plain progress line on stderr (not on a terminal's live display, not with -q)."""
+        if verbosity > QUIET and self.rich is None:
+            err.print(f"[{duration(time.monotonic() - self.t0):>10}] {text}", markup=False, highlight=False,
+                      soft_wrap=True)
+
+
+def stage_ticker(display: Display):
+    """A ``tick(stage, done, total)`` callback (the experiments' stage progress): one display
+    stage per name, closed when ``done`` reaches ``total``."""
+    tasks: dict[str, int] = {}
+
+    def tick(stage, done, total):
+        check_interrupt()
+        if stage not in tasks:
+            tasks[stage] = display.task(stage, total)
+        display.update(tasks[stage], done=done, total=total)
+        if total and done >= total:
+            display.finish(tasks.pop(stage))
+
+    return tick
+
+
+class ProgressReporter:
+    """The experiments' run reporter (``plan``, ``start``, ``epoch``, ``done``) drawn on a ``Display``:
+    a bar with the current run, and in plain mode one line per finished run.
+
+    The latest one is kept in ``ProgressReporter.latest`` so that ``main`` can say,
+    after an interrupt, how many finished runs the memo holds.
+    """
+
+    latest = None
+
+    def __init__(self, display: Display, name: str = "runs"):
+        ProgressReporter.latest = self
+        self.display = display
+        self.task = display.task(name)
+        self.computed = 0
+        self.cached = 0
+        self._reported: set[str] = set()  # a bracket run reused as a ladder cell is counted once
+
+    def plan(self, total):
+        self.display.update(self.task, total=total)
+
+    @staticmethod
+    def label(cfg) -> str:
+        """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout (no rate)."""
+        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + ("convex" if cfg.lr is None else f"lr={cfg.lr:g}")
+
+    def start(self, cfg):
+        check_interrupt()
+        self.display.update(self.task, description=self.label(cfg))
+
+    def epoch(self, cfg, epoch, acc):
+        check_interrupt()
+        text = f"{self.label(cfg)} epoch {epoch}/{cfg.epochs} {acc:.2f}%"
+        if verbosity >= VERBOSE and self.display.rich is None:
+            self.display.line(text)
+        self.display.update(self.task, description=text)
+
+    def done(self, cfg, record, cached):
+        if record["key"] not in self._reported:
+            self._reported.add(record["key"])
+            self.cached += cached
+            self.computed += not cached
+            best = record.get("best_acc")
+            what = "from the memo" if cached else f"computed in {duration(record.get('seconds') or 0)}"
+            self.display.update(self.task, advance=1, description=self.label(cfg),
+                                say=f"{self.label(cfg)}: " + (f"best {best:.2f} %, " if best is not None else "") + what)
+        check_interrupt()
+
+    def summary(self) -> str:
+        """``N computed, K from the memo``."""
+        return f"{self.computed} computed, {self.cached} from the memo"
+
+
+def sweep(backend, experiment, ws, plan, name: str = "runs"):
+    """``(experiment(ws, plan, reporter), reporter)`` under a progress display, then
+    ``backend.close()``, also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled."""
+    try:
+        with Display() as display:
+            reporter = ProgressReporter(display, name)
+            return experiment(ws, plan, reporter), reporter
+    finally:
+        backend.close()
+
+
+# ----------------------------------------------------------------- interrupts
+interrupted = False  # set by the SIGINT handler that ``lazylab.cli.main`` installs
+
+
+def on_sigint(signum, frame):
+    """SIGINT handler: remember the interrupt (see ``check_interrupt``) and raise KeyboardInterrupt."""
+    global interrupted
+    interrupted = True
+    raise KeyboardInterrupt
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt again if one was swallowed (Python drops an exception raised in a finalizer)."""
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def interrupted_message() -> str:
+    """What an interrupt leaves: the finished runs kept in the memo."""
+    rep = ProgressReporter.latest
+    if rep is None:
+        return "interrupted: every finished run is kept in the memo; run the same command to resume"
+    return (f"interrupted: {count(rep.computed + rep.cached, 'run')} kept in the memo ({rep.computed} computed now, "
+            f"{rep.cached} already there); run the same command to resume")

@@ -1,0 +1,117 @@
+"""``lazylab runs``: the memo's results as a table, CSV or JSON (``lazylab.runs``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from lazylab.cli.options import MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, json_option, list_option
+from lazylab.cli.output import count, num, out, prepare_json, write_csv, write_json
+from lazylab.runs import FIELDS, KINDS
+
+
+def _names(value: str | None, option: str) -> tuple[str, ...] | None:
+    """A comma-separated name list (``--arm``, ``--kind``): distinct, not empty; None when not given."""
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",")]
+    if not all(names):
+        raise click.BadParameter(f"expected comma-separated names, got {value!r}", param_hint=option)
+    repeated = sorted(n for n, k in Counter(names).items() if k > 1)
+    if repeated:
+        raise click.BadParameter(f"{repeated[0]} is given more than once", param_hint=option)
+    return tuple(names)
+
+
+@click.command()
+@list_option("--arm", "arms_", help="Only these arms (yat-frozen,relu-frozen; lazylab arms lists them).")
+@list_option("--width", "widths", type=IntList(1, MAX_WIDTH), help="Only these bank widths m: 64,512, 16,32,...,1024 or 8-12.")
+@list_option("--seed", "seeds", type=IntList(0, MAX_SEED), help="Only these seeds: 0,1,2 or 0-2.")
+@list_option("--kind", "kinds", help=f"Only these kinds of result: {', '.join(KINDS)}.")
+@click.option("--any-code", is_flag=True,
+              help="Also list results computed by other code (another lazylab version or numerics); they are "
+                   "never reused, and 'lazylab cache prune' removes them [default: this lazylab's only].")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
+              help="Write the listed results to PATH, one CSV row each: " + ", ".join(FIELDS) + ".")
+@json_option("the listed results (every field, with each result's stored configuration)")
+@cache_dir_option
+def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
+    """List the results stored in the memo: training runs, convex readouts, trajectories, ...
+
+    One row per result, sorted by kind, arm, width and seed: its kind, arm, width m, seed,
+    learning rate, epochs, training images, best and final test accuracy (%), seconds, when it
+    was stored (UTC) and what the kind adds (a run's instability, a convex readout's lambda, a
+    redundancy's bank). Nothing is computed. Filters combine (a row must pass each); a row
+    without the field (a redundancy has no arm) never passes a filter on it. Gram and readout
+    entries do not store their configuration: only their accuracies and key are listed.
+
+    \b
+    Examples:
+      lazylab runs --arm yat-frozen --csv runs.csv    # one row per yat-frozen run
+      lazylab runs --kind run --width 16,32,...,1024 --seed 0
+      lazylab runs --json - | python -m json.tool
+    """
+    from lazylab.config import code_identity
+    from lazylab.paths import writable_file
+    from lazylab.runs import list_runs
+
+    prepare_json(json_path)
+    if csv_path is not None:
+        writable_file(csv_path, "--csv")
+    arms, kind_list = _names(arms_, "'--arm'"), _names(kinds, "'--kind'")
+    listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code)
+    for line in listing.problems:  # one line each, never wrapped
+        click.echo(line, err=True)
+    rows = listing.runs
+    write_json(json_path, {
+        "memo": str(listing.directory), "code": code_identity(), "any_code": any_code,
+        "filters": {"arm": list(arms or []), "width": list(widths or []), "seed": list(seeds or []),
+                    "kind": list(kind_list or [])},
+        "count": len(rows), "other_code": listing.other_code, "runs": [r.to_json() for r in rows]})
+    if csv_path is not None:
+        write_csv(csv_path, list(FIELDS), [{k: ("" if v is None else v) for k, v in r.row().items()} for r in rows],
+                  "--csv")
+    if rows:
+        out.print(_table(rows, any_code))
+    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))))
+    if csv_path is not None:
+        out.print(f"wrote {csv_path}")
+
+
+def _table(rows, any_code: bool) -> Table:
+    """The rich table: one row per result; the code column only when other code's results are listed."""
+    table = Table()
+    for name, justify in (("kind", "left"), ("arm", "left"), ("m", "right"), ("seed", "right"), ("lr", "right"),
+                          ("epochs", "right"), ("train", "right"), ("best %", "right"), ("final %", "right"),
+                          ("s", "right"), ("stored (UTC)", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    if any_code:
+        table.add_column("code")
+    table.add_column("detail")
+    for r in rows:
+        cells = [r.kind, r.arm or "-", num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
+                 num(r.train_size, "d"), num(r.best_acc), num(r.final_acc), num(r.seconds, ".1f"),
+                 r.stored[:16].replace("T", " ") if r.stored else "-"]
+        if any_code:
+            cells.append(escape(r.code or "lazylab 0.1.0 (no code identity)"))
+        table.add_row(*cells, escape(r.detail))
+    return table
+
+
+def _summary(listing, filtered: bool) -> str:
+    """The count line below the table: how many of each kind, from which memo, and what was left out."""
+    kinds = Counter(r.kind for r in listing.runs)
+    what = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items(), key=lambda kv: KINDS.index(kv[0])))
+    line = f"{count(len(listing.runs), 'result')}" + (f" ({what})" if what else "")
+    if not listing.entries:
+        line += f": the memo at {listing.directory} is empty (nothing computed yet)"
+    else:
+        line += f"{' matching' if filtered else ''} in the memo at {listing.directory}"
+    if listing.other_code:
+        line += (f"; {count(listing.other_code, 'result')} by other code not shown (--any-code lists them, "
+                 "'lazylab cache prune' removes them)")
+    return line

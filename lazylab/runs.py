@@ -1,0 +1,348 @@
+"""The memo's results as plain rows (``lazylab runs``, ``lazylab.api.runs``).
+
+Every result the memo holds — training runs (ladder cells and rate-bracket runs), convex
+readouts, trajectories, redundancy measurements, Gram and readout studies, the NTK
+results — becomes one ``Run``: its kind, the arm, width, seed, learning rate, epochs and
+training-set size it was computed with (where the kind has them), its accuracies, the
+seconds it took, the code identity that computed it, its memo key and when it was stored.
+
+What the memo keeps and how it is read: every entry of the main store is keyed
+``<prefix>-<32 hex digits>`` (``lazylab.config.memo_key``), optionally followed by a part
+name (``-summary``, ``-checks``, ``-snapshots``, ...). The prefix says the kind
+(``KIND_OF``); one entry per result is read (the JSON record, or the arrays for a readout
+curve, which has no record). Entries that are parts of another result (a trajectory's
+snapshots, an NTK kernel's arrays, the trained parameters behind an NTK result) and stored
+features (``gramfeat``, ``gramref``, ``readfeat``, and the whole feature store) are not
+results and are not listed. The code identity is the entry's diskcache tag
+(``Memo.entries``), the stored time the store's own write time.
+
+Nothing is recomputed or written; a corrupt entry reads as missing (``Memo.get_record``
+removes it and says so in ``problems``), as everywhere else.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from lazylab.cache import Memo, default_dir, legacy_note
+from lazylab.config import code_identity
+from lazylab.errors import LazylabError
+
+# Prefix (and part) of the one entry read per result -> its kind, in the order rows are sorted.
+KIND_OF = {
+    ("run", None): "run",
+    ("convex", None): "convex",
+    ("traj", None): "trajectory",
+    ("redundancy", None): "redundancy",
+    ("gram", "summary"): "gram",
+    ("readout", None): "readout",
+    ("ntkarm", None): "ntk-arm",
+    ("ntklab", "summary"): "ntk-lab",
+    ("ntksweep", None): "ntk-sweep",
+    ("ntkscalar", "checks"): "ntk-scalar",
+    ("ntkaudit", None): "ntk-audit",
+}
+KINDS = tuple(KIND_OF.values())
+FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_acc", "final_acc", "seconds",
+          "code", "key", "stored", "detail")
+_KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
+
+
+@dataclass
+class Run:
+    """One stored result, flattened.
+
+    Attributes:
+      kind: one of ``KINDS``: ``run`` (a training run: ladder cell or rate-bracket run),
+        ``convex`` (the convex readout of a frozen bank), ``trajectory``, ``redundancy``,
+        ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``.
+      arm: arm name (``yat-frozen``), None for kinds without one (redundancy measures a bank:
+        see ``detail``; gram and readout entries do not store their configuration).
+      width: units m; seed; lr: the constant AdamW rate (None for a convex readout);
+        epochs; train_size: training images used. None where the kind has no such field.
+      best_acc, final_acc: test accuracy in percent: the best over epochs and the last epoch's
+        (``run``, ``trajectory``; a readout curve's best and last evaluation); a convex readout's
+        one test accuracy in both; an NTK arm's network: best epoch and after training. None
+        for kinds without an accuracy, or a diverged run.
+      seconds: wall time the result took to compute (None when not recorded).
+      code: the code identity that computed it (``lazylab.config.code_identity``); None for
+        entries older than code identities.
+      key: the memo key (for a result stored in parts, the key of the result, without the part).
+      stored: when it was written, ISO 8601 in UTC (``2026-12-03T10:15:00+00:00``), or None.
+      detail: one line of what the kind adds (``diverged at epoch 3``, the unstable reason, a
+        convex readout's lambda, a redundancy's bank and participation ratio, ...).
+      config: the stored configuration (empty when the entry has none); in JSON, not in CSV.
+    """
+
+    kind: str
+    arm: str | None = None
+    width: int | None = None
+    seed: int | None = None
+    lr: float | None = None
+    epochs: int | None = None
+    train_size: int | None = None
+    best_acc: float | None = None
+    final_acc: float | None = None
+    seconds: float | None = None
+    code: str | None = None
+    key: str = ""
+    stored: str | None = None
+    detail: str = ""
+    config: dict = field(default_factory=dict, repr=False)
+
+    def row(self) -> dict:
+        """The ``FIELDS`` as a flat dict (one CSV row)."""
+        return {k: getattr(self, k) for k in FIELDS}
+
+    def to_json(self) -> dict:
+        """Every field, ``config`` included (JSON-ready)."""
+        return asdict(self)
+
+
+@dataclass
+class RunListing:
+    """What ``list_runs`` found.
+
+    Attributes:
+      runs: the rows, sorted by kind (``KINDS`` order), arm, width, seed, rate, epochs, key.
+      directory: the memo read.
+      entries: entries in the memo's main store (results, their parts and stored features).
+      other_code: results matching the filters that were computed by another code identity
+        and are not in ``runs`` (0 when ``any_code`` was given: they are in ``runs``).
+      problems: one line per corrupt entry met (it was removed, as every memo read does).
+    """
+
+    runs: list[Run]
+    directory: Path
+    entries: int = 0
+    other_code: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _int(v) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _best(values) -> float | None:
+    vals = [x for x in (_num(v) for v in values or []) if x is not None]
+    return max(vals) if vals else None
+
+
+def _last(values) -> float | None:
+    return _num(values[-1]) if values else None
+
+
+def _checks(items) -> str:
+    items = [c for c in items or [] if isinstance(c, dict)]
+    return f"{sum(bool(c.get('ok')) for c in items)}/{len(items)} checks as expected"
+
+
+def _from_config(run: Run, cfg) -> None:
+    """Arm, width, seed, lr, epochs and train size from a stored configuration dict."""
+    if not isinstance(cfg, dict):
+        return
+    run.config = cfg
+    run.arm = cfg.get("arm") if isinstance(cfg.get("arm"), str) else None
+    run.width, run.seed = _int(cfg.get("width")), _int(cfg.get("seed"))
+    run.lr = _num(cfg.get("lr"))
+    run.epochs, run.train_size = _int(cfg.get("epochs")), _int(cfg.get("train_size"))
+
+
+def _fill(run: Run, rec: dict) -> None:
+    """Fill ``run`` (kind and key set) from its record (JSON dict; a readout's arrays)."""
+    from lazylab.analysis import unstable_reason
+
+    kind = run.kind
+    run.seconds = _num(rec.get("seconds"))
+    if kind == "run":
+        _from_config(run, rec.get("config"))
+        run.best_acc, run.final_acc = _num(rec.get("best_acc")), _num(rec.get("final_acc"))
+        div = rec.get("diverged")
+        if isinstance(div, dict):
+            run.detail = f"diverged at epoch {div.get('epoch')}"
+        else:
+            why = unstable_reason(rec)
+            run.detail = f"unstable: {why}" if why else ""
+    elif kind == "convex":
+        _from_config(run, rec.get("config"))
+        run.best_acc = run.final_acc = _num(rec.get("test_acc"))
+        lam = _num(rec.get("lambda"))
+        run.detail = (f"lambda {lam:g}" if lam is not None else "") + \
+            (f", {rec['iterations']} iterations" if _int(rec.get("iterations")) is not None else "") + \
+            ("" if rec.get("converged", True) else ", not converged")
+    elif kind == "trajectory":
+        _from_config(run, rec.get("config"))
+        acc = rec.get("accuracy") or []
+        run.best_acc, run.final_acc = _best(acc[1:]), _last(acc[1:])  # accuracy[0] is the untrained start
+        move = _last(rec.get("w_move_rel"))
+        run.detail = f"{rec.get('snapshot_units')} prototypes tracked" + \
+            (f", w_move_rel {move:.3g} at the end" if move is not None else "")
+    elif kind == "redundancy":
+        cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+        run.config = cfg
+        run.width, run.seed, run.train_size = _int(cfg.get("width")), _int(cfg.get("seed")), _int(cfg.get("train_size"))
+        pr, corr = _num(rec.get("participation_ratio")), _num(rec.get("mean_abs_corr"))
+        run.detail = (f"bank {rec.get('bank')}, n {cfg.get('n')}, fan-in {cfg.get('fan_in')}, sample {cfg.get('sample')}"
+                      + (f": participation ratio {pr:.1f}" if pr is not None else "")
+                      + (f", mean |corr| {corr:.3f}" if corr is not None else ""))
+    elif kind == "gram":
+        slope = _num((rec.get("fit") or {}).get("slope"))
+        run.detail = f"distance slope {slope:.3f}" if slope is not None else "distance slope not fitted"
+    elif kind == "readout":
+        import numpy as np
+
+        # Computed in float32 (stored widened to float64): shown at float32's shortest decimal, 76.37 not
+        # 76.3699951171875.
+        acc, steps = [float(str(np.float32(a))) for a in rec.get("acc", [])], list(rec.get("steps", []))
+        run.best_acc, run.final_acc = _best(acc), _last(acc)
+        run.detail = f"{len(acc)} evaluations" + (f" up to step {int(steps[-1])}" if len(steps) else "")
+    elif kind == "ntk-arm":
+        _from_config(run, rec.get("config", {}).get("run") if isinstance(rec.get("config"), dict) else None)
+        run.config = rec.get("config") or {}
+        run.final_acc = _num(rec.get("acc_net"))
+        best = _best((rec.get("training") or {}).get("net_curve"))
+        run.best_acc = run.final_acc if best is None else best
+        lin, drift = _num(rec.get("acc_lin")), _num(rec.get("drift"))
+        run.detail = (f"linearized {lin:.2f} %" if lin is not None else "linearized -") + \
+            (f", kernel drift {drift:.3g}" if drift is not None else "") + f", {rec.get('probe')} probe images"
+    elif kind == "ntk-lab":
+        gap = _num(rec.get("start_gap"))
+        run.detail = f"{rec.get('n_params')} parameters" + (f", start gap {gap:.3g}" if gap is not None else "")
+    elif kind == "ntk-sweep":
+        run.config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+        run.detail = f"widths {','.join(map(str, rec.get('widths') or []))}; seeds {','.join(map(str, rec.get('seeds') or []))}"
+    elif kind == "ntk-scalar":
+        w0 = _num(rec.get("w0"))
+        run.detail = (f"w0 {w0:g}, " if w0 is not None else "") + _checks(rec.get("checks"))
+    elif kind == "ntk-audit":
+        run.detail = _checks(rec.get("checks"))
+
+
+def _check_filters(arms, widths, seeds, kinds) -> None:
+    """One-line LazylabError for a filter value of the wrong type or out of range, or an unknown kind."""
+    for k in kinds or ():
+        if k not in KINDS:
+            raise LazylabError(f"unknown kind {k!r}; kinds: {', '.join(KINDS)}")
+    for name, values, low in (("width", widths, 1), ("seed", seeds, 0)):
+        for v in values or ():
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise LazylabError(f"{name} {v!r} is not an integer >= {low}")
+    for a in arms or ():
+        if not isinstance(a, str) or not a.strip():
+            raise LazylabError(f"arm {a!r} is not an arm name")
+
+
+def _unknown_arms(asked, seen: set[str]) -> list[str]:
+    """The asked arms that are neither in the memo's rows nor installed (``lazylab.arms``)."""
+    missing = [a for a in asked if a not in seen]
+    if not missing:
+        return []
+    from lazylab.arms import registry
+
+    installed = set(registry().arms())
+    return [a for a in missing if a not in installed]
+
+
+def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, arms=None, widths=None, seeds=None,
+              kinds=None, any_code: bool = False) -> RunListing:
+    """Every result in the memo as a ``Run``, filtered; nothing is computed.
+
+    Args:
+      cache_dir: the memo folder [default: ``lazylab.cache.default_dir()``: ``$LAZYLAB_CACHE``,
+        else ``$XDG_CACHE_HOME/lazylab/memo`` or ``~/.cache/lazylab/memo``]. A folder without a
+        memo lists nothing (it is not created).
+      memo: an open ``Memo`` to read instead (``cache_dir`` is then ignored).
+      arms, widths, seeds, kinds: keep only rows whose field is one of these (None: any). A row
+        without the field (a redundancy has no arm, a gram entry no width) never matches a filter
+        on it.
+      any_code: also list results computed by other code identities (never reused by this
+        lazylab; ``lazylab cache prune`` removes them) [default: the current one's only].
+    Returns: RunListing (rows sorted by kind, arm, width, seed).
+    Raises: LazylabError (one line) for an unknown kind, a width below 1, a negative seed, an arm
+      that is neither in the memo nor installed, or a memo that cannot be read.
+    """
+    _check_filters(arms, widths, seeds, kinds)
+    if memo is None:
+        directory = Path(cache_dir).expanduser() if cache_dir else default_dir()
+        note = None if cache_dir or os.environ.get("LAZYLAB_CACHE") else legacy_note(directory)
+        if not (directory / "cache.db").is_file():
+            listing = RunListing(runs=[], directory=directory, problems=[note] if note else [])
+            if arms:
+                bad = _unknown_arms(list(arms), set())
+                if bad:
+                    raise LazylabError(f"unknown arm {bad[0]!r}: not installed (lazylab arms lists them), "
+                                       f"and the memo at {directory} is empty")
+            return listing
+        memo = Memo(directory, feature_limit=0)
+        try:
+            listing = list_runs(memo=memo, arms=arms, widths=widths, seeds=seeds, kinds=kinds, any_code=any_code)
+        finally:
+            memo.close()
+        listing.problems[:0] = [note] if note else []
+        return listing
+    current = code_identity()
+    entries = memo.entries()
+    rows, other, seen_arms = [], 0, set()
+    for key, tag, stored in entries:
+        m = _KEY.fullmatch(key)
+        kind = KIND_OF.get((m["prefix"], m["part"])) if m else None
+        if kind is None or (kinds and kind not in kinds):
+            continue
+        rec = memo.get_arrays(key) if kind == "readout" else memo.get_record(key)
+        if not isinstance(rec, dict):
+            continue
+        run = Run(kind=kind, key=f"{m['prefix']}-{m['digest']}", code=tag)
+        try:
+            _fill(run, rec)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):  # another code's layout
+            run.detail = "record in an unknown layout"
+        if run.code is None and isinstance(run.config.get("code"), str):
+            run.code = run.config["code"]
+        if stored is not None:
+            run.stored = datetime.fromtimestamp(stored, timezone.utc).isoformat(timespec="seconds")
+        if run.arm:
+            seen_arms.add(run.arm)
+        if (arms and run.arm not in arms) or (widths and run.width not in widths) or (seeds and run.seed not in seeds):
+            continue
+        if tag != current and not any_code:
+            other += 1
+            continue
+        rows.append(run)
+    if arms:
+        bad = _unknown_arms(list(arms), seen_arms)
+        if bad:
+            held = ", ".join(sorted(seen_arms)) or "none"
+            raise LazylabError(f"unknown arm {bad[0]!r}: not installed and not in the memo at {memo.directory} "
+                               f"(its arms: {held})")
+    rows.sort(key=sort_key)
+    return RunListing(runs=rows, directory=memo.directory, entries=len(entries), other_code=other,
+                      problems=list(memo.problems))
+
+
+def sort_key(run: Run) -> tuple:
+    """Kind (``KINDS`` order), arm, width, seed, lr, epochs, key; a missing field sorts last."""
+    def k(v):
+        return (v is None, v if v is not None else 0)
+
+    return (KINDS.index(run.kind), k(run.arm), k(run.width), k(run.seed), k(run.lr), k(run.epochs), run.key)
+
+
+def runs_csv(runs: list[Run]) -> str:
+    """CSV text: a header of ``FIELDS``, then one row per run (empty cell for None)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(FIELDS)
+    for r in runs:
+        w.writerow(["" if v is None else v for v in r.row().values()])
+    return buf.getvalue()

@@ -1,0 +1,78 @@
+"""Progress on stderr (lazylab.cli.progress): live on a terminal, plain lines otherwise. Mechanics only."""
+
+from __future__ import annotations
+
+import io
+import re
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from lazylab.cli import progress
+
+
+@pytest.fixture
+def stderr(monkeypatch):
+    """``progress.err`` on a buffer; ``terminal(True)`` makes it a terminal."""
+    buf = io.StringIO()
+
+    def terminal(is_tty: bool):
+        monkeypatch.setattr(progress, "err", Console(file=buf, force_terminal=is_tty, width=120))
+        return buf
+
+    monkeypatch.setattr(progress, "verbosity", progress.NORMAL)
+    return terminal
+
+
+def test_a_finished_stage_leaves_the_live_display(stderr):
+    stderr(True)
+    with progress.Display() as display:
+        assert display.rich is not None
+        tick = progress.stage_ticker(display)
+        tick("features m=512", 0, 1)
+        tick("drawing", 0, 3)
+        assert [t.description for t in display.rich.tasks] == ["features m=512", "drawing"]
+        tick("features m=512", 1, 1)  # done: its bar (and its clock) goes
+        assert [t.description for t in display.rich.tasks] == ["drawing"]
+
+
+def test_plain_lines_one_per_finished_run_with_counts_and_eta(stderr, monkeypatch):
+    buf = stderr(False)
+    clock = iter(range(0, 1000))  # each call to the clock: 1 s later (under PLAIN_EVERY between events)
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
+    with progress.Display() as display:
+        reporter = progress.ProgressReporter(display, "ladder")
+        reporter.plan(4)
+        for width, cached in ((16, False), (64, True), (256, False)):
+            cfg = SimpleNamespace(arm="yat-frozen", width=width, seed=0, lr=0.1, epochs=3)
+            reporter.start(cfg)
+            reporter.epoch(cfg, 1, 50.0)  # not a line without -v
+            reporter.done(cfg, {"key": f"k{width}", "best_acc": 80.0 + width / 100, "seconds": 12.0}, cached)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert re.match(r"^\[ *[\d.]+ s\] ladder 1/4, [\d.]+ s, eta [\d.]+ s: yat-frozen m=16 seed=0 lr=0.1: "
+                    r"best 80.16 %, computed in 12 s$", lines[0]), lines[0]
+    assert lines[1].endswith("m=64 seed=0 lr=0.1: best 80.64 %, from the memo")
+    assert "ladder 3/4" in lines[2] and (reporter.computed, reporter.cached) == (2, 1)
+    # eta = time spent / runs done x runs left, from the pace so far
+    spent, eta = (float(v) for v in re.search(r"ladder 3/4, ([\d.]+) s, eta ([\d.]+) s", lines[2]).groups())
+    assert eta == pytest.approx(spent / 3 * 1, abs=0.051)
+
+
+def test_verbose_adds_epoch_lines_and_quiet_prints_nothing(stderr, monkeypatch):
+    for level, expected in ((progress.VERBOSE, 2), (progress.QUIET, 0)):
+        buf = stderr(False)
+        buf.truncate(0)
+        monkeypatch.setattr(progress, "verbosity", level)
+        with progress.Display() as display:
+            reporter = progress.ProgressReporter(display, "ladder")
+            cfg = SimpleNamespace(arm="relu-frozen", width=8, seed=1, lr=0.3, epochs=1)
+            reporter.epoch(cfg, 1, 42.0)
+            reporter.done(cfg, {"key": "k", "best_acc": 42.0, "seconds": 1.0}, False)
+        assert len([l for l in buf.getvalue().splitlines() if l]) == expected
+
+
+@pytest.mark.parametrize("seconds, text", [(0.42, "0.4 s"), (42, "42 s"), (185, "3 min 05 s"), (4330, "1 h 12 min")])
+def test_durations_read_as_people_say_them(seconds, text):
+    assert progress.duration(seconds) == text
