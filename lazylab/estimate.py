@@ -51,12 +51,19 @@ FEATURE_WRITE_BYTES_PER_S = 450e6  # writing a feature entry: 2188 MiB in 4.4-5.
 RAY_START_S = 15.0
 RAY_GAIN_PER_EXTRA_CORE = 0.25
 # Drawing, measured on the 2-core machine (2026-12-03, other work running): a GIF frame
-# (gram: 40 frames in about 6 s beyond its computation; readout: 61 in about 5.5 s), every
-# picture and the report of ``render all`` from a full memo (56 s), and one 2,000-step run
-# of the 1-D NTK lab (its 40-run sweep, widths 8-1024, took 37 s with imports and the PNG).
+# (gram: 40 frames in about 6 s beyond its computation; readout: 61 in about 5.5 s), each
+# ``render`` command from a full memo (gifs 34 s, figures 6.6 s, report 40.5 s, all 57.7 s
+# wall), and one 2,000-step run of the 1-D NTK lab (its 40-run sweep, widths 8-1024, took
+# 37 s with imports and the PNG).
 GIF_FRAME_S = 0.12
-RENDER_DRAW_S = 56.0
+RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0}  # beyond COMMAND_S, from a full memo
 NTK_RUN_S = 0.75
+NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
+# A convex readout cell (three lambdas and the refit, features apart), seconds per unit of width:
+# 0.1-0.8 s x m measured at seed 0 on the 2-core machine (docs/results.md, "Where is the wall?");
+# data-seeded Yat banks run their solves to the iteration cap, 3-5 times longer.
+CONVEX_S_PER_UNIT = 0.3
+CONVEX_DATA_FACTOR = 4.0
 
 
 # ------------------------------------------------------------------ the cost model
@@ -268,6 +275,26 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
+def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
+    """``run_convex_ladder``'s cells: every frozen arm x width x seed, the bank's features plus a solve priced
+    at ``CONVEX_S_PER_UNIT`` per unit (crude)."""
+    from lazylab.experiments.convex import LAMBDAS, convex_config
+
+    rows, seconds = [], 0.0
+    for arm in (a for a in plan.arms if not a.trained):
+        for width in plan.widths:
+            for seed in plan.seeds:
+                cfg = convex_config(ws, arm, width, seed, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
+                row = _row("convex", arm.name, width, seed, None, cfg.key(), cfg.key() in ws.memo)
+                if not row["in_memo"]:
+                    s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
+                    s += CONVEX_S_PER_UNIT * width * (CONVEX_DATA_FACTOR if arm.init == "data" else 1.0)
+                    row["seconds"] = round(s, 3)
+                    seconds += s
+                rows.append(row)
+    return rows, seconds, ["convex readouts: crude (a fixed time per unit of width; iterations vary 3-50x)"] if rows else []
+
+
 def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:
     """``run_trajectory``'s runs: each arm's bracket (12 epochs) unless ``plan.lr`` or ``rates``, then its trajectory."""
     from lazylab.experiments.trajectory import TrajectoryConfig, _memo_trajectory
@@ -322,7 +349,8 @@ def _ntk(cfg, pairs: list, key: str | None = None, in_memo: bool = False) -> tup
     return rows, per_run * len(rows), ["ntk: crude (a fixed time per 1-D run, measured on the 2-core machine)"]
 
 
-def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, backend: str = "local") -> Estimate:
+def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, backend: str = "local",
+              base_bytes: int = PEAK_BASE_BYTES) -> Estimate:
     """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk."""
     cal, cores = pricer.cal, os.cpu_count() or 1
     rows = [r for part in parts for r in part[0]]
@@ -332,21 +360,27 @@ def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, bac
     if todo:
         notes.append("compiled programs assumed in jax's cache (it holds programs)" if pricer.warm
                      else "every program compiled (jax's cache is off or empty)")
-    if cal.load > cores:
+    if cal.code == "reference":
+        notes.append("this machine is not measured yet: the 2-core development machine's figures stand in "
+                     "(--dry-run measures it once, 25-55 s)")
+    elif cal.load > cores:
         notes.append(f"this machine was busy when measured (load {cal.load:g} on {cores} cores): the estimate may be "
                      "high; LAZYLAB_RECALIBRATE=1 measures again")
-    data_copy = DATA_COPY_BYTES if todo and not (ws.memo.directory / "data" / ws.fingerprint).is_dir() else 0
-    one = PEAK_BASE_BYTES + pricer.working_bytes
+    fresh_data = ws is not None and not (ws.memo.directory / "data" / ws.fingerprint).is_dir()
+    data_copy = DATA_COPY_BYTES if todo and fresh_data else 0
+    one = base_bytes + pricer.working_bytes
     return Estimate(command=command, backend=backend, cores=cores, runs_total=len(rows), in_memo=len(rows) - todo,
                     to_compute=todo, seconds=round(wall_s(compute_s, backend, cores) + extra_s, 1),
                     peak_bytes=one * cores if backend == "ray" and todo else one,
                     disk_bytes=todo * RECORD_BYTES + min(pricer.feature_disk, pricer.cache_limit) + data_copy,
-                    runs=rows, notes=notes, calibration={"path": str(calibration_path()), "measured_at": cal.measured_at,
-                                                         "load": cal.load, "seconds": cal.seconds})
+                    runs=rows, notes=notes, calibration={"measured_here": cal.code != "reference", "path": str(calibration_path()),
+                                                         "measured_at": cal.measured_at, "load": cal.load,
+                                                         "seconds": cal.seconds})
 
 
 def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = None,
-                    cal: Calibration | None = None, warm: bool | None = None) -> Estimate:
+                    cal: Calibration | None = None, warm: bool | None = None, readout: str = "adamw",
+                    lambdas: tuple | None = None) -> Estimate:
     """The estimate of ``run_ladder(ws, plan)`` (``lazylab ladder``) on ``backend`` (``"local"`` or ``"ray"``).
 
     The runs are the experiment's: without ``plan.lr`` each arm's bracket (its grid at m = 256,
@@ -354,11 +388,15 @@ def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = 
     counts once. Once an arm's whole bracket is in the memo its rate is chosen as the ladder
     chooses it (``choose_rate``) and its cells are looked up; until then they count as to compute.
     Args: cache_limit: ``--cache-limit`` in bytes; cal: default ``calibration()`` (measured once
-      per machine, 25-55 s); warm: as ``Pricer``.
+      per machine, 25-55 s); warm: as ``Pricer``; readout: ``"adamw"`` (the ladder),
+      ``"convex"`` (the frozen arms' convex readouts instead) or ``"both"``; lambdas: ``--lambdas``.
     Raises: LazylabError from ``calibration()``.
     """
     pricer = Pricer(cal or calibration(), cache_limit, warm)
-    return _estimate("ladder", ws, [_ladder(ws, plan, pricer)], 0.0, pricer, backend)
+    parts = [] if readout == "convex" else [_ladder(ws, plan, pricer)]
+    if readout != "adamw":
+        parts.append(_convex(ws, plan, lambdas, pricer))
+    return _estimate("ladder", ws, parts, 0.0, pricer, backend)
 
 
 def trajectory_estimate(ws, plan, backend: str = "local", cal: Calibration | None = None) -> Estimate:
@@ -390,24 +428,28 @@ def ntk_lab_estimate(ws, cfg, widths: tuple = (), seeds: tuple = (), gif: bool =
     pricer = Pricer(cal or calibration())
     pairs = [(w, s) for w in widths for s in seeds] or [(cfg.width, cfg.seed)]
     drawing = cfg.frames * GIF_FRAME_S if gif and not widths else 0.0
-    return _estimate("ntk lab", ws, [_ntk(cfg, pairs)], drawing, pricer)
+    return _estimate("ntk lab", ws, [_ntk(cfg, pairs)], drawing, pricer, base_bytes=NTK_PEAK_BYTES)
 
 
-def render_estimate(ws, settings, cache_limit: int | None = None, cal: Calibration | None = None) -> Estimate:
-    """The estimate of ``lazylab render all`` with ``settings`` (``experiments.render.RenderSettings``).
+def render_estimate(ws, settings, stages: tuple = ("gifs", "figures", "report"), cache_limit: int | None = None,
+                    cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab render`` running ``stages`` with ``settings`` (``experiments.render.RenderSettings``).
 
-    What is missing from the memo: the ladder the report shows (``ladder_spec``: the quick
-    preset unless the paper one is complete), the trajectories at ``render``'s rates (no
-    bracket), the Gram and readout results, the NTK lab and its sweep (the scalar model
-    and the audit take seconds); plus ``RENDER_DRAW_S`` of drawing. Crude but for the ladder.
+    What the stages need and the memo lacks: the GIFs the Gram, readout, trajectories and
+    the NTK lab; the figures the ladder the report shows (``ladder_spec``: the quick preset
+    unless the paper one is complete), the trajectories, the NTK lab and its sweep; the
+    report all of these (the scalar model and the audit take seconds); plus the stages'
+    drawing (``RENDER_DRAW_S``). Crude but for the ladder.
     """
     from lazylab.arms import get_arm
     from lazylab.experiments import render as R
     from lazylab.experiments.trajectory import TrajectoryPlan
 
     pricer = Pricer(cal or calibration(), cache_limit)
-    parts = []
-    spec = R.ladder_spec(ws, settings.ladder)
+    parts, stages = [], set(stages)
+    report, figures = "report" in stages, "figures" in stages or "report" in stages
+    gifs = "gifs" in stages or report
+    spec = R.ladder_spec(ws, settings.ladder) if figures else {"plan": None}
     if spec["plan"] is not None:
         rows, seconds, notes = _ladder(ws, spec["plan"], pricer)
         parts.append(([{**r, "phase": f"ladder {r['phase']}"} for r in rows], seconds,
@@ -416,11 +458,14 @@ def render_estimate(ws, settings, cache_limit: int | None = None, cal: Calibrati
     plan = TrajectoryPlan(arms=tuple(get_arm(n) for n in t.arms), width=t.width, epochs=t.epochs,
                           snapshots=t.snapshots, seed=t.seed, train_size=t.train_size, fan_in=t.fan_in)
     parts.append(_trajectories(ws, plan, pricer, {r["arm"]: r["lr"] for r in R.trajectory_rates(ws, t)}))
-    parts.append(_gram(ws, *R.gram_spec(ws, settings.gram), pricer))
-    parts.append(_readouts(ws, *R.readout_spec(ws, settings.readout), pricer))
+    if gifs:
+        parts.append(_gram(ws, *R.gram_spec(ws, settings.gram), pricer))
+        parts.append(_readouts(ws, *R.readout_spec(ws, settings.readout), pricer))
     n = settings.ntk
     lab_key, sweep_key = R.lab_key(n.lab()), R.sweep_key(n.sweep(), n.sweep_widths, n.sweep_seeds)
     parts.append(_ntk(n.lab(), [(n.lab().width, n.lab().seed)], lab_key, lab_key + "-summary" in ws.memo))
-    sweep = [(w, s) for w in n.sweep_widths for s in n.sweep_seeds]
-    parts.append(_ntk(n.sweep(), sweep, sweep_key, sweep_key in ws.memo))
-    return _estimate("render all", ws, parts, RENDER_DRAW_S, pricer)
+    if figures:
+        sweep = [(w, s) for w in n.sweep_widths for s in n.sweep_seeds]
+        parts.append(_ntk(n.sweep(), sweep, sweep_key, sweep_key in ws.memo))
+    drawing = RENDER_DRAW_S["all"] if len(stages) == 3 else sum(RENDER_DRAW_S[s] for s in stages if s in RENDER_DRAW_S)
+    return _estimate("render " + ("all" if len(stages) == 3 else " ".join(sorted(stages))), ws, parts, drawing, pricer)

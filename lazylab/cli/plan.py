@@ -1,19 +1,114 @@
-"""Placeholder until helper H1's estimates land (issue 25): --dry-run and the long-job line."""
+"""Plans before long jobs (issue 25): ``--dry-run`` and the line a long computing command starts with.
+
+``estimate_for`` turns a command's parsed options into a ``lazylab.estimate.Estimate`` (the runs,
+how many are in the memo, time, memory and disk on this machine) without computing anything;
+``show_plan`` prints it for ``--dry-run``; ``announce`` prints one line on stderr before a command
+estimated at over ``ANNOUNCE_S`` seconds starts.
+"""
+
+from __future__ import annotations
 
 import click
+
+from lazylab.cli import progress
+from lazylab.cli.output import count, err, out, write_json
+from lazylab.cli.progress import duration
+
+ANNOUNCE_S = 600.0  # a computing command estimated above this (10 minutes) says so first
 
 dry_run_option = click.option("--dry-run", is_flag=True,
                               help="Print the runs to compute, how many are in the memo, and the estimated time, "
                                    "memory and disk; compute nothing.")
 
 
-def estimate_for(command, ws, **kw):
-    return None
+def estimate_for(command: str, ws, measure: bool = True, **kw):
+    """The ``Estimate`` of ``command`` with its parsed options ``kw``; nothing is trained.
+
+    Commands and their keywords: ``"ladder"`` (plan, readout, backend, lambdas optional),
+    ``"trajectory"`` (plan, backend), ``"gram"`` (arm, cfg), ``"readout"`` (arm, configs),
+    ``"ntk-lab"`` (cfg, widths, seeds; ``ws`` may be None), ``"render"`` (settings, stages).
+    ``backend`` is the command's backend object (Ray: priced as one worker per core here).
+    ``measure``: whether this machine may be measured now when it never was (25-55 s, once,
+    ``lazylab.calibration``); if not, the development machine's figures stand in, and say so.
+    Raises: LazylabError for an unknown command or a failed measurement.
+    """
+    from lazylab import estimate as E
+    from lazylab.calibration import calibration
+    from lazylab.errors import LazylabError
+
+    cal = calibration(measure_now=measure)
+    limit = ws.memo.feature_limit if ws is not None else None
+    backend = "ray" if type(kw.get("backend")).__name__ == "RayBackend" else "local"
+    if command == "ladder":
+        return E.ladder_estimate(ws, kw["plan"], backend, limit, cal, readout=kw.get("readout", "adamw"),
+                                 lambdas=kw.get("lambdas"))
+    if command == "trajectory":
+        return E.trajectory_estimate(ws, kw["plan"], backend, cal)
+    if command == "gram":
+        return E.gram_estimate(ws, kw["arm"], kw["cfg"], cal)
+    if command == "readout":
+        return E.readout_estimate(ws, kw["arm"], kw["configs"], cal)
+    if command == "ntk-lab":
+        widths, seeds = tuple(kw.get("widths") or ()), tuple(kw.get("seeds") or ())
+        sweep = len(widths) > 1
+        return E.ntk_lab_estimate(ws, kw["cfg"], widths if sweep else (), seeds if sweep else (), cal=cal)
+    if command == "render":
+        return E.render_estimate(ws, kw["settings"], tuple(kw.get("stages") or ("gifs", "figures", "report")),
+                                 limit, cal)
+    raise LazylabError(f"no estimate for {command!r}")
 
 
-def show_plan(est, json_path=None):
-    raise click.UsageError("--dry-run is not available yet")
+def size(nbytes: float) -> str:
+    """``"512 MiB"``, ``"3.1 GiB"``."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
 
 
-def announce(est):
-    return None
+def summary(est) -> str:
+    """One sentence: runs, memo hits and the estimate on this machine."""
+    how = "ray, one worker per core" if est.backend == "ray" else "local"
+    return (f"{est.command}: {count(est.runs_total, 'run')} ({est.in_memo} in the memo, {est.to_compute} to compute); "
+            f"estimate on this machine: {duration(est.seconds)} ({how}, {est.cores} cores), peak memory "
+            f"{size(est.peak_bytes)}, disk {size(est.disk_bytes)}")
+
+
+def show_plan(est, json_path=None) -> None:
+    """``--dry-run``: the estimate as a readable block on stdout, or as JSON (``--json PATH``, ``-`` for stdout alone).
+
+    The block: the summary line, the runs to compute (the brackets in one line, then each phase
+    per arm) with their widths, seeds and estimated time, then the notes (assumptions, what
+    cannot be known before the bracket runs) and where the calibration is kept.
+    """
+    if json_path is not None:
+        if str(json_path) == "-":
+            out.quiet = True
+        write_json(json_path, est.to_json())
+        return
+    out.print(f"plan: {summary(est)}")
+    groups: dict[tuple, list] = {}
+    for r in est.runs:
+        if not r["in_memo"]:  # a bracket is one line for every arm; other phases one line per arm
+            groups.setdefault((r["phase"], None if r["phase"].endswith("bracket") else r["arm"]), []).append(r)
+    for (phase, arm), rows in groups.items():
+        out.print(f"  {phase}{' ' + arm if arm else ''}: {count(len(rows), 'run')}"
+                  f"{' of ' + count(len({r['arm'] for r in rows}), 'arm') if arm is None else ''}, "
+                  f"{_values('m', [r['width'] for r in rows])}, {_values('seed', [r['seed'] for r in rows])}; "
+                  f"{duration(sum(r['seconds'] for r in rows))}")
+    for note in est.notes:
+        out.print(f"  note: {note}")
+    cal = est.calibration
+    if cal.get("measured_here"):
+        out.print(f"  calibration: measured {cal['measured_at']} (load {cal['load']:g}), kept in {cal['path']}")
+
+
+def _values(name: str, values: list) -> str:
+    """``"m = 16, 64, 1024"``, ``"m = 16 ... 8192 (10 values)"``, ``"seeds 0, 1, 2"``."""
+    v = sorted(set(values))
+    text = ", ".join(map(str, v)) if len(v) <= 4 else f"{v[0]} ... {v[-1]} ({len(v)} values)"
+    return f"m = {text}" if name == "m" else f"{name}{'s' if len(v) > 1 else ''} {text}"
+
+
+def announce(est) -> None:
+    """One line on stderr when ``est`` is over ``ANNOUNCE_S`` seconds (nothing under ``-q``): what it will cost."""
+    if est is None or est.seconds <= ANNOUNCE_S or progress.verbosity == progress.QUIET:
+        return
+    err.print(f"estimate: {summary(est)}; --dry-run shows the plan", soft_wrap=True)

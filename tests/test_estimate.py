@@ -1,0 +1,177 @@
+"""Plans and estimates before a run (lazylab.estimate, lazylab.calibration, lazylab.cli.plan).
+
+The run counting is checked against a tiny real ladder (yat-frozen, 2 widths x 1 seed x 1 epoch
+on 512 images, bracketed), memo partly filled; the cost model with fixed constants, so that no
+test measures this machine (bench/estimate.py checks the model against measured ladders).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+
+import pytest
+
+from cli_helpers import run
+
+from lazylab import calibration as C
+from lazylab import estimate as E
+from lazylab.arms import get_arm
+from lazylab.config import code_identity
+from lazylab.experiments import Reporter, Workspace
+from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
+
+CAL = C.Calibration(step_a=1e-4, step_b=1e-5, head_a=3e-5, head_b=1e-6, feature_s=2e-8, compile_s=1.0,
+                    warm_compile_s=0.4, frozen_compile_s=1.0, warm_frozen_compile_s=0.2, cores=os.cpu_count() or 1,
+                    load=0.0, code=code_identity(), measured_at="test")
+
+
+def preset_plan(name: str, **changes) -> LadderPlan:
+    p = {**PRESETS[name], **changes}
+    return LadderPlan(arms=tuple(get_arm(a) for a in p["arms"]), widths=tuple(p["widths"]), seeds=tuple(p["seeds"]),
+                      epochs=p["epochs"], train_size=p["train_size"])
+
+
+@pytest.fixture
+def cal_home(tmp_path, monkeypatch):
+    """A cache home holding CAL as this machine's calibration (nothing is measured)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LAZYLAB_RECALIBRATE", raising=False)
+    path = C.calibration_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(asdict(CAL)))
+    return path
+
+
+@pytest.mark.parametrize("preset, runs, bracket", [("paper", 260, 28), ("quick", 27, 15)])
+def test_the_presets_count_their_runs_from_an_empty_memo(tmp_path, preset, runs, bracket):
+    ws = Workspace(None, tmp_path / "memo")
+    plan = preset_plan(preset)
+    est = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    assert (est.runs_total, est.in_memo, est.to_compute) == (runs, 0, runs) == (plan.n_runs(), 0, plan.n_runs())
+    assert sum(r["phase"] == "bracket" for r in est.runs) == bracket
+    # until the bracket has run, the cells' rate (and so their keys) are unknown; the bracket's are the ladder's
+    assert all(r["lr"] is None and r["key"] is None for r in est.runs if r["phase"] == "cell")
+    keys = [r["key"] for r in est.runs if r["phase"] == "bracket"]
+    assert len(set(keys)) == bracket and keys[0] == ws.config(plan.arms[0], 256, 0, 0.03, **plan.protocol()).key()
+    assert est.seconds == pytest.approx(E.COMMAND_S + sum(r["seconds"] for r in est.runs), abs=0.5)
+    assert json.loads(json.dumps(est.to_json()))["runs_total"] == runs
+
+
+def test_runs_are_counted_against_a_partly_filled_memo(tmp_path):
+    """The bracket and one width in the memo: the rate is chosen as the ladder chooses it, one cell is left."""
+    ws = Workspace(None, tmp_path / "memo")
+    arm = get_arm("yat-frozen")
+    plan = LadderPlan(arms=(arm,), widths=(16, 32), seeds=(0,), epochs=1, train_size=512)
+    est = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    assert (est.runs_total, est.in_memo, est.to_compute) == (6, 0, 6)
+
+    part = run_ladder(ws, replace(plan, widths=(16,)))  # the bracket (4 rates at m = 256) and m = 16
+    est = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    assert (est.runs_total, est.in_memo, est.to_compute) == (6, 5, 1)
+    (left,) = [r for r in est.runs if not r["in_memo"]]
+    lr = part.arms[0].lr
+    assert (left["phase"], left["width"], left["lr"]) == ("cell", 32, lr)
+    assert left["key"] == ws.config(arm, 32, 0, lr, **plan.protocol()).key() and left["seconds"] > 0
+    assert all(r["seconds"] == 0 for r in est.runs if r["in_memo"])
+
+    class Count(Reporter):
+        computed = 0
+
+        def done(self, cfg, record, cached):
+            Count.computed += not cached
+
+    full = run_ladder(ws, plan, Count())
+    assert Count.computed == 1 and left["key"] in {r["key"] for r in full.runs}
+    est = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    assert (est.in_memo, est.to_compute, est.seconds) == (6, 0, E.COMMAND_S)
+
+    # a bracket not all in the memo leaves the rate open: every cell counts as to compute
+    other = replace(plan, epochs=2)
+    run_ladder(ws, replace(other, lr=lr, widths=(256,)))  # one bracket run of `other`, at the chosen rate
+    est = E.ladder_estimate(ws, other, cal=CAL, warm=False)
+    assert (est.in_memo, est.to_compute) == (1, 5)
+    assert any("bracket not all in the memo" in n for n in est.notes)
+
+
+def test_the_estimate_grows_with_width_epochs_and_seeds(tmp_path):
+    ws = Workspace(None, tmp_path / "memo")
+    base = preset_plan("quick")
+    seconds = lambda plan: E.ladder_estimate(ws, plan, cal=CAL, warm=False).seconds
+    assert seconds(replace(base, widths=(16, 64, 256, 4096))) > seconds(base)
+    assert seconds(replace(base, epochs=6)) > seconds(base)
+    assert seconds(replace(base, seeds=(0, 1, 2))) > seconds(base)
+    for m in (16, 256, 8192):  # one run per model term doubles its work with twice the width
+        assert E.trained_group_s(CAL, 2 * m, 1, 12, 60000) > E.trained_group_s(CAL, m, 1, 12, 60000)
+        assert E.head_group_s(CAL, 2 * m, 1, 12, 60000) > E.head_group_s(CAL, m, 1, 12, 60000)
+    # seeds trained as one program share the per-step cost
+    assert E.trained_group_s(CAL, 16, 3, 12, 60000) < 3 * E.trained_group_s(CAL, 16, 1, 12, 60000)
+    # compilation once per program shape; a warm compilation cache costs less
+    cold = E.ladder_estimate(ws, base, cal=CAL, warm=False)
+    warm = E.ladder_estimate(ws, base, cal=CAL, warm=True)
+    assert warm.seconds < cold.seconds
+    # Ray: one worker per core, plus its start
+    ray = E.ladder_estimate(ws, preset_plan("paper"), "ray", cal=CAL, warm=False)
+    local = E.ladder_estimate(ws, preset_plan("paper"), cal=CAL, warm=False)
+    assert ray.peak_bytes == local.peak_bytes * ray.cores
+    assert ray.seconds == pytest.approx(E.wall_s(local.seconds - E.COMMAND_S, "ray", ray.cores), abs=0.5)
+
+
+def test_disk_follows_the_feature_store_policy_and_its_cap(tmp_path):
+    ws = Workspace(None, tmp_path / "memo")
+    paper = preset_plan("paper")
+    capped = E.ladder_estimate(ws, paper, cal=CAL, warm=False)  # 8 GiB cap: the store holds at most that
+    assert 8 * 2**30 < capped.disk_bytes < 8 * 2**30 + 100 * 2**20
+    none = E.ladder_estimate(ws, paper, cache_limit=0, cal=CAL, warm=False)
+    assert none.disk_bytes == 260 * E.RECORD_BYTES + E.DATA_COPY_BYTES
+    # the widest frozen bank's features set the peak: 4 x 70,000 x 8192 bytes, x FEATURE_PEAK_FACTOR
+    assert capped.peak_bytes == E.PEAK_BASE_BYTES + int(E.FEATURE_PEAK_FACTOR * 4 * 70000 * 8192)
+
+
+def test_the_calibration_is_kept_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("LAZYLAB_RECALIBRATE", raising=False)
+    calls = []
+    monkeypatch.setattr(C, "measure", lambda: calls.append(1) or CAL)
+    assert C.calibration(measure_now=False) is C.REFERENCE and not calls  # never measured: the reference stands in
+    assert C.calibration() == CAL and len(calls) == 1
+    path = tmp_path / "lazylab" / "calibration.json"
+    assert C.calibration_path() == path and json.loads(path.read_text())["step_b"] == CAL.step_b
+    assert C.calibration() == CAL and C.calibration(measure_now=False) == CAL and len(calls) == 1  # reused
+    monkeypatch.setenv("LAZYLAB_RECALIBRATE", "1")
+    C.calibration()
+    assert len(calls) == 2
+    monkeypatch.delenv("LAZYLAB_RECALIBRATE")
+    for stale in (dict(code="lazylab 0.0.1 numerics 0"), dict(cores=CAL.cores + 1)):
+        path.write_text(json.dumps({**asdict(CAL), **stale}))
+        C.calibration()
+    path.write_text("{not json")
+    C.calibration()
+    assert len(calls) == 5
+
+
+def test_dry_run_prints_the_plan_and_computes_nothing(tmp_path, capsys, cal_home):
+    memo = tmp_path / "memo"
+    code, out, err = run(capsys, "ladder", "--dry-run", "--cache-dir", memo)
+    assert code == 0, err
+    assert out.startswith("plan: ladder: 260 runs (0 in the memo, 260 to compute); estimate on this machine: ")
+    assert "bracket: 28 runs of 8 arms, m = 256, seed 0" in out and "cell relu-trained: 29 runs" in out
+    code, out, err = run(capsys, "ladder", "--preset", "quick", "--dry-run", "--json", "-", "--cache-dir", memo)
+    assert code == 0, err
+    est = json.loads(out)
+    assert (est["runs_total"], est["to_compute"], est["calibration"]["measured_at"]) == (27, 27, "test")
+    assert len(Workspace(None, memo).memo) == 0  # nothing computed, nothing stored
+
+
+def test_a_long_command_announces_its_estimate_on_stderr(tmp_path, capsys):
+    from lazylab.cli import plan as P
+
+    est = E.ladder_estimate(Workspace(None, tmp_path / "memo"), preset_plan("paper"), cal=CAL, warm=False)
+    assert est.seconds > P.ANNOUNCE_S
+    P.announce(est)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("estimate: ladder: 260 runs (0 in the memo")
+    assert captured.err.count("\n") == 1 and "--dry-run shows the plan" in captured.err
+    P.announce(replace(est, seconds=P.ANNOUNCE_S))
+    assert capsys.readouterr().err == ""
