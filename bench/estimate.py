@@ -57,7 +57,7 @@ def du(path: Path) -> int:
 def show(label: str, est) -> None:
     print(f"{label}: {est.runs_total} runs ({est.in_memo} in the memo, {est.to_compute} to compute); "
           f"{est.seconds:.1f} s ({est.seconds / 60:.1f} min, {est.backend}, {est.cores} cores), "
-          f"peak {gib(est.peak_bytes)}, disk {gib(est.disk_bytes)}")
+          f"peak {gib(est.peak_bytes)}, disk up to {gib(est.disk_bytes)}")
     for note in est.notes:
         print(f"  note: {note}")
 
@@ -89,7 +89,7 @@ def main() -> None:
         show("quick preset, estimate", est)
         if not args.skip_run:
             cmd = [str(Path(sys.executable).parent / "lazylab"), "ladder", "--preset", "quick",
-                   "--cache-dir", str(memo), "--figures", str(Path(tmp) / "figures"), "--json", str(Path(tmp) / "q.json")]
+                   "--cache-dir", str(memo), "--out", str(Path(tmp) / "figures"), "--json", str(Path(tmp) / "q.json")]
             t0 = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
@@ -102,7 +102,7 @@ def main() -> None:
             print(f"quick preset, measured: {len(runs)} runs in {wall:.1f} s (runs' own seconds {sum(r['seconds'] for r in runs):.1f}), "
                   f"peak RSS {gib(peak)}, memo {gib(disk)}; load average after: {os.getloadavg()[0]:.2f}")
             print(f"quick preset, estimate / measured: time {est.seconds / wall:.2f}, peak {est.peak_bytes / peak:.2f}, "
-                  f"disk {est.disk_bytes / disk:.2f}")
+                  f"disk (an upper bound) {est.disk_bytes / disk:.2f}")
             ws = Workspace(None, memo)
             again = ladder_estimate(ws, plan_of("quick"), cal=cal)
             ws.memo.close()

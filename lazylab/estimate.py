@@ -18,8 +18,9 @@ measured on this machine (``lazylab.calibration``):
 
 Ray (``--backend ray``, one worker per core) divides the runs' time by a gain
 measured on 2 cores. Peak memory is a base plus the widest run's working set;
-disk is the records, the feature entries the store's policy keeps
-(``lazylab.cache.worth_storing``, capped by ``--cache-limit``) and the data copy.
+disk is the records, the new banks' feature entries (at most ``--cache-limit``
+in all: an upper bound, as the store keeps only those that load faster than they
+compute, ``lazylab.cache.worth_storing``) and the data copy.
 The ladder's figures are checked against measured ladders by ``bench/estimate.py``
 (docs/performance.md, "Estimates before a run"); the other commands' are crude.
 """
@@ -45,9 +46,11 @@ FEATURE_PEAK_FACTOR = 1.5  # the features held, plus the steps' gathered copies
 RECORD_BYTES = 4096  # one run record in the memo (curves, losses, scalars, movement): 2-4 KiB
 DATA_COPY_BYTES = 55_000_000  # the parsed Fashion-MNIST copy a memo keeps (memo/data/<fingerprint>)
 FEATURE_WRITE_BYTES_PER_S = 450e6  # writing a feature entry: 2188 MiB in 4.4-5.4 s (docs/performance.md)
-# Ray on one machine, one worker process per core, both measured on the 2-core machine:
-# starting Ray and the workers (docs/scaling.md: about 10 s, plus the workers' imports),
-# and 2 workers against one process on the paper preset (docs/performance.md).
+# Ray on one machine, one worker process per core, both from the 2-core machine: starting Ray
+# and the workers (docs/scaling.md: about 10 s, plus the workers' imports), and the gain of a
+# second worker process over one: 0.87-1.42x (mean 1.14) on the wide trained steps that take
+# most of the paper preset (bench/trained_step.py), 1.2-2.7x on narrow trained runs and frozen
+# heads (bench/vmap_seeds.py's ceilings), docs/performance.md; 1.25 weighs them by time.
 RAY_START_S = 15.0
 RAY_GAIN_PER_EXTRA_CORE = 0.25
 # Drawing, measured on the 2-core machine (2026-12-03, other work running): a GIF frame
@@ -107,7 +110,7 @@ class Pricer:
 
     Args: cal: the Calibration; cache_limit: the feature store's cap in bytes (``--cache-limit``,
       default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``).
-    Attributes: ``feature_disk`` (bytes of feature entries the store's policy would write),
+    Attributes: ``feature_disk`` (bytes of the new banks' feature entries, at most the cap each),
     ``working_bytes`` (the largest group's working set).
     """
 
@@ -133,7 +136,11 @@ class Pricer:
         return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
 
     def bank_s(self, bank, width: int, train_size: int) -> float:
-        """A frozen bank's features (and their store write when ``worth_storing``) unless already computed, else 0."""
+        """A frozen bank's features (and their store write when ``worth_storing``) unless already computed, else 0.
+
+        ``feature_disk`` counts every new bank's features: an upper bound, since near the policy's
+        threshold whether the store keeps them depends on how fast they were computed that time.
+        """
         from lazylab.cache import worth_storing
 
         if bank in self.banks:
@@ -141,8 +148,8 @@ class Pricer:
         self.banks.add(bank)
         seconds, nbytes = features_s(self.cal, width, train_size + N_TEST), feature_bytes(width, train_size)
         self.working_bytes = max(self.working_bytes, int(FEATURE_PEAK_FACTOR * nbytes))
+        self.feature_disk += nbytes if nbytes <= self.cache_limit else 0
         if worth_storing(seconds, nbytes, self.cache_limit):
-            self.feature_disk += nbytes
             seconds += nbytes / FEATURE_WRITE_BYTES_PER_S
         return seconds
 
@@ -169,7 +176,7 @@ class Estimate:
       command: e.g. ``"ladder"``; backend: ``"local"`` or ``"ray"``; cores: this machine's.
       runs_total, in_memo, to_compute: runs of the plan (a bracket run reused as a cell counts once).
       seconds: estimated wall time (s); peak_bytes: peak resident memory (bytes, summed over
-        Ray's workers); disk_bytes: what the memo grows by (records, feature entries, data copy).
+        Ray's workers); disk_bytes: what the memo grows by at most (records, feature entries, data copy).
       runs: one dict per run: ``phase``, ``arm``, ``width``, ``seed``, ``lr`` and ``key`` (None
         while the bracket that chooses the rate is not all in the memo), ``in_memo``, ``seconds``
         (estimated; a group's time shared among its runs; 0 for runs in the memo).

@@ -38,10 +38,7 @@ def cal_home(tmp_path, monkeypatch):
     """A cache home holding CAL as this machine's calibration (nothing is measured)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("LAZYLAB_RECALIBRATE", raising=False)
-    path = C.calibration_path()
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(asdict(CAL)))
-    return path
+    return C.save(CAL)
 
 
 @pytest.mark.parametrize("preset, runs, bracket", [("paper", 260, 28), ("quick", 27, 15)])

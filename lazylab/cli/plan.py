@@ -68,7 +68,7 @@ def summary(est) -> str:
     how = "ray, one worker per core" if est.backend == "ray" else "local"
     return (f"{est.command}: {count(est.runs_total, 'run')} ({est.in_memo} in the memo, {est.to_compute} to compute); "
             f"estimate on this machine: {duration(est.seconds)} ({how}, {est.cores} cores), peak memory "
-            f"{size(est.peak_bytes)}, disk {size(est.disk_bytes)}")
+            f"{size(est.peak_bytes)}, disk up to {size(est.disk_bytes)}")
 
 
 def show_plan(est, json_path=None) -> None:
