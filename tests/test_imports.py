@@ -1,4 +1,4 @@
-"""The house (issue 25): no import circle through the backends.
+"""The house (issue 25): no import circle through the backends, and no module over 600 lines.
 
 Imports are read with ``ast`` from every module under ``lazylab/``, function-level ones
 included (a deferred import still ties the two modules together), and grouped by
@@ -13,6 +13,10 @@ from pathlib import Path
 import lazylab
 
 ROOT = Path(lazylab.__file__).parent
+MAX_LINES = 600
+# lazylab/cli.py becomes the package lazylab/cli/ (issue 25, the lead's part); once it is gone this
+# exemption names nothing and every module of lazylab/cli/ is held to MAX_LINES too.
+NOT_YET_SPLIT = {"cli.py"}
 
 
 def _module_name(path: Path) -> str:
@@ -96,3 +100,11 @@ def test_no_import_circle_passes_through_the_backends():
     back = _reachable(graph, "lazylab.backends")
     assert "lazylab.backends" not in back, f"lazylab.backends reaches itself through {sorted(back)}"
 
+
+def test_no_module_over_600_lines():
+    long = {}
+    for path in ROOT.rglob("*.py"):
+        name, n = path.relative_to(ROOT).as_posix(), len(path.read_text().splitlines())
+        if n > MAX_LINES and name not in NOT_YET_SPLIT:
+            long[name] = n
+    assert not long, f"modules over {MAX_LINES} lines (split them along a seam): {long}"
