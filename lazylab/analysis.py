@@ -11,7 +11,8 @@ Contents:
     in alpha), with R^2.
   * ``climbing_region`` — the widths a ladder law is fitted on, by a stated
     rule.
-  * ``movement_law`` — OLS of log(mean w_move_rel) on log m.
+  * ``movement_law`` — OLS of log(mean w_move_rel) on log m (3 widths or
+    more, else ``skipped`` with the reason, as the ladder law).
   * ``pair_arms`` / ``gap`` — trained-minus-frozen accuracy per width for arms
     sharing unit and init.
   * ``redundancy`` — mean absolute off-diagonal correlation and participation
@@ -38,6 +39,7 @@ import numpy as np
 
 ALPHA_RANGE = (1e-3, 5.0)  # alpha searched on [1e-3, 5]; a fit at either end is flagged ``at_bound``
 DEFAULT_MIN_GAIN = 0.1  # accuracy points: the climbing region ends where the next width gains no more
+MOVEMENT_MIN_WIDTHS = 3  # a 2-parameter line needs a third point before its R^2 means anything
 CHANCE_LOSS = math.log(10)  # cross-entropy of the uniform guess over 10 classes, 2.303 nats
 # A run whose mean epoch training loss climbs above this multiple of its own minimum is unstable.
 # Chosen on 52 real 12-epoch frozen-arm runs (docs/ladder.md): of those the ln 10 rule leaves, 34 rise
@@ -205,36 +207,65 @@ def ladder_law(widths: Sequence[int], means: Sequence[float | None], region: Seq
 
 
 # ------------------------------------------------------------- movement law
+def _too_few_movement_widths(n: int) -> str:
+    return f"{n} width(s) with movement; the movement law needs at least {MOVEMENT_MIN_WIDTHS}"
+
+
 def movement_law(widths: Sequence[float], move: Sequence[float | None]) -> dict:
     """OLS of ``log(mean w_move_rel)`` on ``log m`` (SPEC section 6, movement law).
 
     ``w_move_rel ~ exp(intercept) * m^slope``; natural logs (the slope does
     not depend on the base). Under lazy (NTK) scaling each weight moves
     ``O(m^-1/2)`` relative to its size, i.e. slope -1/2 (Jacot et al. 2018;
-    Chizat, Oyallon & Bach 2019).
+    Chizat, Oyallon & Bach 2019). Like the ladder law (``ladder_law``), the
+    fit needs at least 3 widths: a line through 2 points fits them exactly, so
+    its R^2 = 1 would say nothing about whether movement follows a power law.
 
     Args:
       widths: ``(n,)`` widths ``m > 0``.
       move: ``(n,)`` mean relative movement per width (dimensionless); None
         or non-finite entries are dropped.
-    Returns: ``{"slope", "intercept", "r2", "widths", "n"}``.
-    Raises: ValueError for fewer than 2 usable points or a non-positive
-      width or movement (a frozen bank's zero movement has no log).
+    Returns: ``{"slope", "intercept", "r2", "widths", "n"}`` (``widths``: those
+      fitted, ascending); or ``{"widths", "n", "skipped": reason}`` when fewer
+      than ``MOVEMENT_MIN_WIDTHS`` (3) widths have a movement.
+    Raises: ValueError if the lengths differ, or for a non-positive width or
+      movement among the usable points (a frozen bank's zero movement has no log).
     """
     if len(widths) != len(move):
         raise ValueError(f"widths ({len(widths)}) and move ({len(move)}) differ in length")
     m, y = finite_pairs(widths, move)
-    if len(m) < 2:
-        raise ValueError(f"the movement law needs at least 2 widths with movement, got {len(m)}")
+    used = [int(w) if float(w).is_integer() else float(w) for w in m]
+    if len(m) < MOVEMENT_MIN_WIDTHS:
+        return {"widths": used, "n": int(len(m)), "skipped": _too_few_movement_widths(len(m))}
     if np.any(m <= 0) or np.any(y <= 0):
         raise ValueError("widths and movements must be positive for a log-log fit")
     lx, ly = np.log(m), np.log(y)
     slope, intercept = np.polyfit(lx, ly, 1)
     return {
         "slope": float(slope), "intercept": float(intercept),
-        "r2": r_squared(ly, intercept + slope * lx),
-        "widths": [int(w) if float(w).is_integer() else float(w) for w in m], "n": int(len(m)),
+        "r2": r_squared(ly, intercept + slope * lx), "widths": used, "n": int(len(m)),
     }
+
+
+def movement_law_or_why(law: dict | None) -> dict:
+    """A stored ``movement_law`` result as this lazylab reads it (tables and figures call this).
+
+    A fit on fewer than 3 widths (``n``, else ``widths``), as older lazylabs wrote
+    into ``--json`` files (R^2 = 1 from 2 widths), becomes ``{"widths", "n",
+    "skipped"}`` with the reason ``movement_law`` gives; None or a dict without a
+    slope becomes one with ``"skipped"``; a fit is returned as it is.
+    """
+    if not law:
+        return {"skipped": "no movement law"}
+    if "skipped" in law or "slope" not in law:
+        return law if "skipped" in law else {**law, "skipped": "no movement law"}
+    if "n" not in law and "widths" not in law:  # nothing says how many widths: taken as fitted
+        return law
+    n = int(law.get("n", len(law.get("widths") or [])))
+    if n < MOVEMENT_MIN_WIDTHS:
+        return {"widths": law.get("widths", []), "n": n, "skipped": _too_few_movement_widths(n)}
+    return law
+
 
 
 # ---------------------------------------------------------------------- gap

@@ -8,6 +8,7 @@ payload without its run records, ``entry["files"]`` the pictures drawn) and retu
 
 from __future__ import annotations
 
+from lazylab.analysis import movement_law_or_why
 from lazylab.render.html_parts import _e, _f, _img, _provenance, _table
 
 
@@ -153,9 +154,13 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     mv, ml = d["analysis"].get("movement") or {}, d["analysis"].get("movement_law") or {}
     if mv:
         mw = sorted({int(w) for per in mv.values() for w in per})
+        laws = {arm: movement_law_or_why(ml.get(arm)) for arm in mv}
         rows = [[_e(arm), *[_f(per.get(str(w), {}).get("mean"), ".4g") for w in mw],
-                 _f(ml.get(arm, {}).get("slope"), ".3f"), _f(ml.get(arm, {}).get("r2"), ".4f")] for arm, per in mv.items()]
+                 _f(laws[arm].get("slope"), ".3f"), _f(laws[arm].get("r2"), ".4f")] for arm, per in mv.items()]
         out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table")]
+        skipped = [f"{_e(arm)}: {_e(law['skipped'])}" for arm, law in laws.items() if "skipped" in law]
+        if skipped:  # the reason below the table, not in a column
+            out.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
     gap = d["analysis"].get("gap") or {}
     if gap:
         gw = sorted({int(w) for g in gap.values() for w in g["per_width"]})
