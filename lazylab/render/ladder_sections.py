@@ -120,7 +120,7 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     plan = d["plan"]
     widths = [int(w) for w in plan["widths"]]
     law = d["analysis"]["ladder_law"]
-    rows = []
+    rows, not_fitted = [], []
     for a in d["arms"]:
         cells = []
         for w in widths:
@@ -131,8 +131,8 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
                 cells.append(f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") + _unstable_mark(c))
         f = law.get(a["arm"], {})
         if "skipped" in f or not f:
-            used = ",".join(map(str, f.get("widths", []))) or "-"
-            fit = ["-", "-", "-", "-", _e(f"{used} (not fitted: {f.get('skipped', 'no data')})")]
+            fit = ["-", "-", "-", "-", _e(",".join(map(str, f.get("widths", []))) or "-")]
+            not_fitted.append(f"{_e(a['arm'])}: {_e(f.get('skipped', 'no data'))}")
         else:
             fit = [_f(f["floor"]), _f(f["c"], ".3g"), _f(f["alpha"], ".3f") + (" (at bound)" if f.get("at_bound") else ""),
                    _f(f["r2"], ".4f"), _e(",".join(map(str, f.get("widths", []))))]
@@ -146,6 +146,8 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
                                    "each arm's rate bracketed at m = 256, seed 0 over its grid. ") + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
            f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
            _table(header, rows, f"{pid}ladder-table", left={0, -1})]
+    if not_fitted:  # the reason below the table, not in a column
+        out.append(f'<p class=note id="{pid}law-notes">Ladder law not fitted: ' + "; ".join(not_fitted) + ".</p>")
     if not lead:
         out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _ACCURACY_CAPTION))
     out += [_unstable_table(d, pid),
