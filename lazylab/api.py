@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lazylab.analysis import movement_law_or_why
 from lazylab.errors import LazylabError
 from lazylab.runs import KINDS, Run, list_runs
 
@@ -149,7 +150,7 @@ class Gap:
 
 @dataclass
 class ExchangeRow:
-    """How many frozen units match ``trained`` at ``width`` (``lazylab.analysis.exchange_rate``, docs/ladder.md).
+    """How many frozen units match ``trained`` at ``width`` (``lazylab.exchange.exchange_rate``, docs/ladder.md).
 
     Attributes:
       trained, frozen: the pair (same unit and init); width: the trained width m;
@@ -273,7 +274,7 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
     movement = Rows(MovementLaw(arm=arm, slope=_f(f.get("slope")), intercept=_f(f.get("intercept")),
                                 r2=_f(f.get("r2")), widths=list(f.get("widths") or []), n=f.get("n"),
                                 skipped=f.get("skipped"))
-                    for arm, f in analysis.get("movement_law", {}).items())
+                    for arm, f in ((arm, movement_law_or_why(f)) for arm, f in analysis.get("movement_law", {}).items()))
     gaps = Rows(Gap(trained=g["trained"], frozen=g["frozen"], width=int(w), gap=_f(v), se=_f(g.get("se", {}).get(w)))
                 for g in analysis.get("gap", {}).values()
                 for w, v in sorted(g.get("per_width", {}).items(), key=lambda kv: int(kv[0])))

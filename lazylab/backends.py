@@ -2,7 +2,10 @@
 
 A backend takes groups of runs (``experiments.batch_groups``) and yields each
 group with its records as it finishes; the caller (``Workspace.run_cells``, on
-the driver) alone writes the memo.
+the driver) alone writes the memo. The caller also passes the function that
+computes a group (``experiments.train_runs``, ``experiments.trajectory.trajectory_run``):
+this module imports nothing from ``lazylab.experiments``, which imports it
+(tests/test_imports.py keeps it so).
 """
 
 from __future__ import annotations
@@ -19,23 +22,26 @@ from lazylab.errors import LazylabError
 class LocalBackend:
     """Computes each group in this process, one after the other."""
 
-    def compute(self, ws, groups: list[tuple], reporter) -> Iterator[tuple[list, list[dict]]]:
-        """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` in order (``experiments.train_runs``)."""
-        from lazylab.experiments import train_runs
+    def compute(self, ws, groups: list[tuple], reporter, train) -> Iterator[tuple[list, list[dict]]]:
+        """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` in order.
 
+        ``train(ws, arm, group, on_epoch)`` computes one group's records (the experiment passes
+        ``experiments.train_runs``: a backend imports no experiment).
+        """
         for arm, group in groups:
             for cfg in group:
                 reporter.start(cfg)
-            yield group, train_runs(ws, arm, group, reporter.epoch)
+            yield group, train(ws, arm, group, reporter.epoch)
 
-    def trajectories(self, ws, items: list, reporter) -> Iterator[tuple[int, dict, np.ndarray]]:
-        """Yield ``(i, record, snapshots)`` for each ``items[i] = (arm, TrajectoryConfig)`` in order
-        (``experiments.trajectory.trajectory_run``)."""
-        from lazylab.experiments import trajectory as T
+    def trajectories(self, ws, items: list, reporter, run) -> Iterator[tuple[int, dict, np.ndarray]]:
+        """Yield ``(i, record, snapshots)`` for each ``items[i] = (arm, TrajectoryConfig)`` in order.
 
+        ``run(ws, arm, tcfg, on_epoch)`` computes one trajectory (the experiment passes
+        ``experiments.trajectory.trajectory_run``).
+        """
         for i, (arm, tcfg) in enumerate(items):
             reporter.start(tcfg.run)
-            record, snaps = T.trajectory_run(ws, arm, tcfg, lambda e, a, run=tcfg.run: reporter.epoch(run, e, a))
+            record, snaps = run(ws, arm, tcfg, lambda e, a, cfg=tcfg.run: reporter.epoch(cfg, e, a))
             yield i, record, snaps
 
     def close(self) -> None:
@@ -170,10 +176,12 @@ class RayBackend:
         finally:
             self.cancel()
 
-    def compute(self, ws, groups: list[tuple], reporter) -> Iterator[tuple[list, list[dict]]]:
+    def compute(self, ws, groups: list[tuple], reporter, train) -> Iterator[tuple[list, list[dict]]]:
         """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` as its task finishes (any order).
 
-        Each group runs ``experiments.train_runs`` in one task on a ``WorkerWorkspace``.
+        Each group runs ``train(ws, arm, group)`` (``experiments.train_runs``) in one task on a
+        ``WorkerWorkspace``; ``train`` must be a module-level function, which Ray sends by
+        reference (the worker imports it from its own lazylab).
         Tasks are submitted costliest first (``group_cost``), so the last tasks to
         finish are short ones and no worker idles long at the end.
         Raises: LazylabError (one line) for a worker whose data, plugin or lazylab differ
@@ -181,20 +189,22 @@ class RayBackend:
         """
         data_dir = str(ws.data_dir)
         for arm, group in sorted(groups, key=lambda ag: -group_cost(*ag)):
-            self._submit(_ray_train_runs, group, arm.name, arm.plugin, [c.canonical() for c in group],
+            self._submit(_ray_train_runs, group, train, arm.name, arm.plugin, [c.canonical() for c in group],
                          [c.key() for c in group], data_dir)
         yield from self._as_done()
 
-    def trajectories(self, ws, items: list, reporter) -> Iterator[tuple[int, dict, np.ndarray]]:
+    def trajectories(self, ws, items: list, reporter, run) -> Iterator[tuple[int, dict, np.ndarray]]:
         """Yield ``(i, record, snapshots)`` for each ``items[i] = (arm, TrajectoryConfig)`` as its task finishes.
 
-        Each runs ``experiments.trajectory.trajectory_run`` in one task; ``snapshots`` is float32
+        Each runs ``run(ws, arm, tcfg)`` (``experiments.trajectory.trajectory_run``, module-level, sent by
+        reference) in one task; the worker rebuilds ``tcfg`` with its own class of the same name
+        (``type(tcfg)``, sent by reference too) and checks its key. ``snapshots`` is float32
         ``(E + 1, snapshots, d)``. Raises as ``compute``.
         """
         data_dir = str(ws.data_dir)
         for i, (arm, tcfg) in enumerate(items):
             reporter.start(tcfg.run)
-            self._submit(_ray_trajectory, i, arm.name, arm.plugin, tcfg.run.canonical(), tcfg.snapshots,
+            self._submit(_ray_trajectory, i, run, type(tcfg), arm.name, arm.plugin, tcfg.run.canonical(), tcfg.snapshots,
                          tcfg.key(), data_dir)
         for i, (record, snaps) in self._as_done():
             yield i, record, np.array(snaps)  # a writable copy of the object store's read-only array
@@ -358,26 +368,26 @@ def _run_config(canonical: str, key: str | None):
     return cfg
 
 
-def _ray_train_runs(arm_name: str, plugin: str, canonicals: list[str], keys: list[str], driver_dir: str) -> list[dict]:
-    """Ray task: ``train_runs`` of one group, on this worker's data; the records go back to the driver."""
-    from lazylab.experiments import train_runs
-
+def _ray_train_runs(train, arm_name: str, plugin: str, canonicals: list[str], keys: list[str],
+                    driver_dir: str) -> list[dict]:
+    """Ray task: ``train(ws, arm, cfgs)`` (``experiments.train_runs``) of one group, on this worker's data; the
+    records go back to the driver."""
     arm, ws = _worker_setup(arm_name, plugin, driver_dir)
     cfgs = [_run_config(c, k) for c, k in zip(canonicals, keys)]
     for cfg in cfgs:
         ws.check(cfg.data)
-    return train_runs(ws, arm, cfgs)
+    return train(ws, arm, cfgs)
 
 
-def _ray_trajectory(arm_name: str, plugin: str, canonical: str, snapshots: int, key: str,
+def _ray_trajectory(run, config_type, arm_name: str, plugin: str, canonical: str, snapshots: int, key: str,
                     driver_dir: str) -> tuple[dict, np.ndarray]:
-    """Ray task: one ``trajectory_run``; its record and snapshots go back to the driver."""
-    from lazylab.experiments.trajectory import TrajectoryConfig, trajectory_run
-
+    """Ray task: one ``run(ws, arm, tcfg)`` (``experiments.trajectory.trajectory_run``) with
+    ``tcfg = config_type(RunConfig, snapshots)`` (``TrajectoryConfig``), refused unless it has the driver's
+    ``key``; its record and snapshots go back to the driver."""
     arm, ws = _worker_setup(arm_name, plugin, driver_dir)
-    run = _run_config(canonical, None)
-    tcfg = TrajectoryConfig(run, snapshots)
+    cfg = _run_config(canonical, None)
+    tcfg = config_type(cfg, snapshots)
     if tcfg.key() != key:
         raise LazylabError(_version_mismatch("trajectory"))
-    ws.check(run.data)
-    return trajectory_run(ws, arm, tcfg)
+    ws.check(cfg.data)
+    return run(ws, arm, tcfg)

@@ -88,11 +88,50 @@ def test_exact_movement_law():
     assert grow["slope"] == pytest.approx(0.5) and grow["r2"] == pytest.approx(1.0)
 
 
-def test_movement_law_rejects_zero_movement_and_single_points():
+def test_movement_law_rejects_zero_movement():
     with pytest.raises(ValueError, match="positive"):
-        an.movement_law([16, 32], [0.0, 0.0])
-    with pytest.raises(ValueError, match="at least 2"):
-        an.movement_law([16, 32], [0.1, None])
+        an.movement_law([16, 32, 64], [0.1, 0.0, 0.05])
+    with pytest.raises(ValueError, match="differ in length"):
+        an.movement_law([16, 32, 64], [0.1, 0.05])
+
+
+def test_movement_law_needs_three_widths_and_says_why_like_the_ladder_law():
+    """Two widths fit a line exactly (R^2 = 1 says nothing): skipped with the reason, as ladder_law skips."""
+    two = an.movement_law([16, 64], [0.2, 0.1])
+    assert two == {"widths": [16, 64], "n": 2, "skipped": "2 width(s) with movement; the movement law needs at least 3"}
+    # A diverged width (None) does not count: three widths, two with movement.
+    assert an.movement_law([16, 32, 64], [0.2, None, 0.1])["skipped"].startswith("2 width(s) with movement")
+    assert an.movement_law([], [])["skipped"].startswith("0 width(s)")
+    # The same wording as the ladder law's: "<n> width(s) ...; the ... law needs at least 3".
+    ladder = an.ladder_law([16, 32], [80.0, 85.0])
+    assert ladder["skipped"].split(";")[1].split(" needs ")[1] == two["skipped"].split(";")[1].split(" needs ")[1]
+
+
+def test_movement_law_on_three_widths_is_the_least_squares_line():
+    """Three points off a line: slope, intercept and R^2 from the closed-form OLS sums, computed here by hand."""
+    m, y = [16, 64, 512], [0.30, 0.12, 0.05]
+    law = an.movement_law(m, y)
+    x, v = [math.log(w) for w in m], [math.log(t) for t in y]
+    n, sx, sy = 3, sum(x), sum(v)
+    sxx, sxy = sum(a * a for a in x), sum(a * b for a, b in zip(x, v))
+    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    intercept = (sy - slope * sx) / n
+    ss_res = sum((b - intercept - slope * a) ** 2 for a, b in zip(x, v))
+    ss_tot = sum((b - sy / n) ** 2 for b in v)
+    assert law["slope"] == pytest.approx(slope, rel=1e-12) and law["intercept"] == pytest.approx(intercept, rel=1e-12)
+    assert law["r2"] == pytest.approx(1 - ss_res / ss_tot, rel=1e-12) and law["r2"] < 1
+    assert law["widths"] == m and law["n"] == 3 and "skipped" not in law
+    assert slope == pytest.approx(-0.5094, abs=1e-4)  # a fixed number (numpy.polyfit agrees), so a shared mistake fails too
+
+
+def test_a_stored_two_width_movement_fit_is_read_as_skipped():
+    """``--json`` files from an older lazylab carry a 2-width fit with R^2 = 1: tables and figures show the reason."""
+    old = {"slope": -0.5, "intercept": -1.0, "r2": 1.0, "widths": [16, 64], "n": 2}
+    assert an.movement_law_or_why(old) == {"widths": [16, 64], "n": 2,
+                                           "skipped": "2 width(s) with movement; the movement law needs at least 3"}
+    fitted = an.movement_law([16, 64, 512], [0.30, 0.12, 0.05])
+    assert an.movement_law_or_why(fitted) is fitted
+    assert an.movement_law_or_why(None)["skipped"] == "no movement law"
 
 
 # ------------------------------------------------------------------------ gap
@@ -208,6 +247,29 @@ def test_figures_are_written_and_non_empty(tmp_path, with_trained):
         assert label in svg
 
 
+def test_a_skipped_movement_law_is_said_below_the_table_and_in_the_legend():
+    """Two trained widths: no fit line, no slope; the report's note and the figure's legend give the reason."""
+    from lazylab.render.figures import movement_plot
+    from lazylab.render.ladder_sections import _ladder_section
+
+    p = payload()
+    p["plan"]["widths"] = WIDTHS[:2]
+    p["arms"] = [{**a, "lr": 0.01, "cells": {k: v for k, v in a["cells"].items() if int(k) in WIDTHS[:2]}} for a in p["arms"]]
+    p["analysis"]["movement"]["yat-trained"] = {str(w): {"mean": 0.02 * w ** 0.5, "std": 0.001, "n": 3} for w in WIDTHS[:2]}
+    # As an older lazylab wrote it: a line through the two points, R^2 = 1.
+    p["analysis"]["movement_law"]["yat-trained"] = {"slope": 0.5, "intercept": math.log(0.02), "r2": 1.0,
+                                                    "widths": WIDTHS[:2], "n": 2}
+    why = "2 width(s) with movement; the movement law needs at least 3"
+    legend = [t.get_text() for t in movement_plot(p).legends[0].get_texts()]
+    assert f"yat-trained (no law: {why})" in legend and not any("fit: slope" in t for t in legend)
+    p["analysis"].update(ladder_law={}, gap={})
+    page = _ladder_section({"data": {**p, "name": "custom", "plan": {**p["plan"], "train_size": 1024}},
+                            "spec": {"command": "lazylab ladder"}, "key": "k", "files": {}})
+    table = page.split('id="movement-table"')[1].split("</table>")[0]
+    assert "1.0000" not in table and "0.500" not in table  # no R^2 = 1, no slope from two points
+    assert f'<p class=note id="movement-notes">Not fitted: yat-trained: {why}.</p>' in page
+
+
 # ---------------------------------------------------------- the command line
 
 def test_ladder_writes_analysis_csv_figures_and_report_reprints_from_the_memo(capsys, memo_dir, tmp_path):
@@ -229,7 +291,9 @@ def test_ladder_writes_analysis_csv_figures_and_report_reprints_from_the_memo(ca
     assert set(a) >= {"ladder_law", "movement", "movement_law", "gap", "redundancy", "scalars"}
     assert set(a["gap"]["yat-trained - yat-frozen"]["per_width"]) == {"8", "16"}
     assert a["redundancy"]["yat"]["m"] == 256 and a["redundancy"]["yat"]["n"] == 1024
-    assert "slope" in a["movement_law"]["yat-trained"]
+    # Two widths: the movement law is not fitted, and says why (as the ladder law does).
+    assert a["movement_law"]["yat-trained"] == {
+        "widths": [8, 16], "n": 2, "skipped": "2 width(s) with movement; the movement law needs at least 3"}
     rows = list(csv.DictReader(open(out_json.with_suffix(".csv"))))
     assert len(rows) == len(data["runs"]) == 4
     assert {r["arm"] for r in rows} == {"yat-frozen", "yat-trained"} and all(r["in_ladder"] == "1" for r in rows)

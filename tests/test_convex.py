@@ -98,7 +98,7 @@ def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path
     """render's ladder payload carries the wall (and the report its table and figure) only when
     every convex readout of the shown ladder's frozen arms is in the memo."""
     from lazylab.experiments import render as xr
-    from lazylab.render.report import _wall_section
+    from lazylab.render.ladder_sections import _wall_section
 
     plan = dict(arms=["relu-frozen"], widths=[8, 16], seeds=[0], epochs=1, train_size=1536, lr=0.1)
     ws = Workspace(cache_dir=memo_dir)

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from lazylab import analysis as an
+from lazylab import exchange as ex
 from cli_helpers import run
 
 W = [16, 32, 64, 128, 256, 512, 1024]
@@ -19,17 +20,17 @@ W = [16, 32, 64, 128, 256, 512, 1024]
 def test_interpolation_is_linear_in_log_m_at_the_first_crossing():
     widths, means = [16, 64, 256, 1024], [60.0, 70.0, 80.0, 85.0]
     # 75 % lies halfway from 70 to 80: the geometric mean of 64 and 256.
-    r = an.exchange_rate(widths, means, None, 75.0)
+    r = ex.exchange_rate(widths, means, None, 75.0)
     assert r["method"] == "interpolated" and r["between"] == [64, 256]
     assert r["frozen_width"] == pytest.approx(math.sqrt(64 * 256))
     assert r["text"] == "128 (interpolated)" and r["floor_acc"] is None
     # 72 %: a fifth of the way, 64 * 4^0.2 = 84.4.
-    assert an.exchange_rate(widths, means, None, 72.0)["frozen_width"] == pytest.approx(64 * 4 ** 0.2)
+    assert ex.exchange_rate(widths, means, None, 72.0)["frozen_width"] == pytest.approx(64 * 4 ** 0.2)
     # A curve that climbs, dips and climbs again: the FIRST crossing counts, and unsorted input is sorted.
-    r = an.exchange_rate([1024, 64, 256, 16], [90.0, 80.0, 70.0, 60.0], None, 75.0)
+    r = ex.exchange_rate([1024, 64, 256, 16], [90.0, 80.0, 70.0, 60.0], None, 75.0)
     assert r["between"] == [16, 64] and r["frozen_width"] == pytest.approx(16 * 4 ** 0.75)
     # A width where every seed diverged (None) is skipped, not read as 0.
-    r = an.exchange_rate(widths, [60.0, None, 80.0, 85.0], None, 70.0)
+    r = ex.exchange_rate(widths, [60.0, None, 80.0, 85.0], None, 70.0)
     assert r["between"] == [16, 256] and r["frozen_width"] == pytest.approx(16 * 16 ** 0.5)
 
 
@@ -39,17 +40,17 @@ def test_extrapolation_solves_the_fitted_law():
     law = an.ladder_law(W, means)
     assert law["floor"] == pytest.approx(floor, abs=1e-6)
     # The sweep tops out at 100 - (10 + 100/32) = 86.9 %; 88 % means err 12 = 10 + 100 m^-0.5: m = 50^2.
-    r = an.exchange_rate(W, means, law, 88.0)
+    r = ex.exchange_rate(W, means, law, 88.0)
     assert r["method"] == "extrapolated"
     assert r["frozen_width"] == pytest.approx(2500.0, rel=1e-5)
     assert r["text"] == "2500 (extrapolated)" and r["floor_acc"] == pytest.approx(90.0)
     # The law at the returned width gives back the trained error.
     assert an.power_law(r["frozen_width"], law["floor"], law["c"], law["alpha"]) == pytest.approx(12.0)
     # Far out: printed in powers of ten. err 10.01: m = (100 / 0.01)^2 = 1e8.
-    far = an.exchange_rate(W, means, law, 89.99)
+    far = ex.exchange_rate(W, means, law, 89.99)
     assert far["frozen_width"] == pytest.approx(1e8, rel=1e-3) and far["text"] == "1e+08 (extrapolated)"
     # Below the sweep: the smallest bank already matches a weak trained arm; the law says how small.
-    low = an.exchange_rate(W, means, law, 60.0)  # err 40 = 10 + 100 m^-0.5: m = (100 / 30)^2
+    low = ex.exchange_rate(W, means, law, 60.0)  # err 40 = 10 + 100 m^-0.5: m = (100 / 30)^2
     assert low["method"] == "extrapolated" and low["frozen_width"] == pytest.approx((100 / 30) ** 2, rel=1e-5)
     assert "below the sweep" in low["text"]
 
@@ -61,38 +62,38 @@ def test_a_law_match_among_measured_widths_that_fall_short_says_so():
     means += [means[-1] - 1.0, means[-1] - 3.0]
     law = an.ladder_law(widths, means)
     assert law["widths"] == W[:6]
-    r = an.exchange_rate(widths, means, law, 87.5)  # err 12.5 = 10 + 100 m^-0.5: m = 40^2, inside the sweep
+    r = ex.exchange_rate(widths, means, law, 87.5)  # err 12.5 = 10 + 100 m^-0.5: m = 40^2, inside the sweep
     assert r["method"] == "extrapolated" and r["frozen_width"] == pytest.approx(1600.0, rel=1e-5)
     assert r["text"] == "1600 (law only: measured banks fall short)"
     assert r["peak"] == [512, pytest.approx(90 - 100 / math.sqrt(512))]
     assert "peaks at 85.58 % (m = 512) and never reaches 87.50 %" in r["note"] and "(16-512)" in r["note"]
-    s = an.exchange_sentence([_row(16, 87.5, r)], widths)
+    s = ex.exchange_sentence([_row(16, 87.5, r)], widths)
     assert "the measured curve peaks at 85.6 % (m = 512)" in s and "about 1600 units" in s
 
 
 def test_never_when_the_floor_is_at_or_above_the_trained_error():
     means = [100 - e for e in an.power_law(W, 10.0, 100.0, 0.5)]
     law = an.ladder_law(W, means)
-    r = an.exchange_rate(W, means, law, 91.0)  # trained err 9 < floor 10
+    r = ex.exchange_rate(W, means, law, 91.0)  # trained err 9 < floor 10
     assert r["method"] == "never" and r["frozen_width"] is None
     assert r["text"] == "never (floor 10.0 % err >= 9.0 %)"
     exact = dict(law, floor=10.0)  # floor exactly at the trained error counts as never
-    assert an.exchange_rate(W, means, exact, 90.0)["method"] == "never"
+    assert ex.exchange_rate(W, means, exact, 90.0)["method"] == "never"
 
 
 def test_none_without_a_law_or_data():
     means = [60.0, 65.0, 70.0, 75.0, 76.0, 77.0, 78.0]
-    r = an.exchange_rate(W, means, {"widths": [16], "skipped": "1 width(s) in the region"}, 90.0)
+    r = ex.exchange_rate(W, means, {"widths": [16], "skipped": "1 width(s) in the region"}, 90.0)
     assert r["method"] == "none" and r["frozen_width"] is None and "1 width(s)" in r["why"]
-    assert an.exchange_rate(W, [None] * 7, None, 80.0)["method"] == "none"
+    assert ex.exchange_rate(W, [None] * 7, None, 80.0)["method"] == "none"
     # The sweep reaches it: no law needed.
-    assert an.exchange_rate(W, means, None, 70.0)["method"] == "interpolated"
+    assert ex.exchange_rate(W, means, None, 70.0)["method"] == "interpolated"
     rising = {"floor": 5.0, "c": -3.0, "alpha": 0.5}  # error growing with width: no match to solve for
-    assert an.exchange_rate(W, means, rising, 90.0)["method"] == "none"
+    assert ex.exchange_rate(W, means, rising, 90.0)["method"] == "none"
     with pytest.raises(ValueError, match="finite"):
-        an.exchange_rate(W, means, None, float("nan"))
+        ex.exchange_rate(W, means, None, float("nan"))
     with pytest.raises(ValueError, match="length"):
-        an.exchange_rate(W, means[:3], None, 80.0)
+        ex.exchange_rate(W, means[:3], None, 80.0)
 
 
 def _row(width, acc, result, trained="yat-trained", frozen="yat-frozen"):
@@ -102,18 +103,18 @@ def _row(width, acc, result, trained="yat-trained", frozen="yat-frozen"):
 def test_below_the_sweep_is_a_bound_unless_the_law_places_the_match_below_it():
     widths, means = [16, 64, 256], [80.0, 82.0, 84.0]
     # (c / (err_t - floor))^(1/alpha) = (100 / 11)^2 = 82.6: above m = 16, which already reaches 79 %
-    r = an.exchange_rate(widths, means, {"floor": 10.0, "c": 100.0, "alpha": 0.5}, 79.0)
+    r = ex.exchange_rate(widths, means, {"floor": 10.0, "c": 100.0, "alpha": 0.5}, 79.0)
     assert r["frozen_width"] is None and r["text"] == "<= 16 (below the sweep)" and r["below"]
     # (10 / 11)^2 = 0.83 units: below the sweep, from the law
-    r = an.exchange_rate(widths, means, {"floor": 10.0, "c": 10.0, "alpha": 0.5}, 79.0)
+    r = ex.exchange_rate(widths, means, {"floor": 10.0, "c": 10.0, "alpha": 0.5}, 79.0)
     assert math.isclose(r["frozen_width"], (10 / 11) ** 2) and r["below"]
     r.update(trained="yat-trained", frozen="yat-frozen", width=16, trained_acc=79.0)
-    assert "even the smallest frozen yat bank" in an.exchange_sentence([r], widths)
+    assert "even the smallest frozen yat bank" in ex.exchange_sentence([r], widths)
 
 
 def test_an_astronomical_law_width_is_a_bound_not_an_overflow():
     # alpha at its lower bound: (5 / 1)^(1/0.001) overflows a float
-    r = an.exchange_rate([16, 64, 256], [70.0, 75.0, 80.0], {"floor": 10.0, "c": 5.0, "alpha": 0.001}, 89.0)
+    r = ex.exchange_rate([16, 64, 256], [70.0, 75.0, 80.0], {"floor": 10.0, "c": 5.0, "alpha": 0.001}, 89.0)
     assert r["method"] == "extrapolated" and r["frozen_width"] is None and r["text"] == "> 1e15 (extrapolated)"
     assert "10^699" in r["note"]
 
@@ -121,13 +122,13 @@ def test_an_astronomical_law_width_is_a_bound_not_an_overflow():
 def test_sentence_answers_for_the_smallest_trained_width():
     means = [100 - e for e in an.power_law(W, 14.0, 100.0, 0.5)]
     law = an.ladder_law(W, means)
-    rows = [_row(w, acc, an.exchange_rate(W, means, law, acc)) for w, acc in ((64, 86.5), (16, 86.2))]
-    s = an.exchange_sentence(rows, W)
+    rows = [_row(w, acc, ex.exchange_rate(W, means, law, acc)) for w, acc in ((64, 86.5), (16, 86.2))]
+    s = ex.exchange_sentence(rows, W)
     assert s.startswith("16 trained yat units (86.2 %): no frozen yat bank in the sweep (up to 1024) matches them")
     assert "floor is 14.0 % error" in s and "13.8 %" in s and "every trained width up to 64" in s
-    rows = [_row(16, 80.0, an.exchange_rate(W, means, law, 80.0))]
-    assert "matched by a frozen yat bank of about" in an.exchange_sentence(rows, W)
-    assert "no exchange rate" in an.exchange_sentence([], W).lower()
+    rows = [_row(16, 80.0, ex.exchange_rate(W, means, law, 80.0))]
+    assert "matched by a frozen yat bank of about" in ex.exchange_sentence(rows, W)
+    assert "no exchange rate" in ex.exchange_sentence([], W).lower()
 
 
 # ---------------------------------------------------------------- unstable runs

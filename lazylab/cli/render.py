@@ -159,48 +159,35 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
     _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json))
 
 
-@render.command("figures")
-@_computing_render_options
-def render_figures(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
-                 dry_run):
-    """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model.
+def _computing_command(name: str, stages: tuple, doc: str):
+    """``lazylab render NAME``: the render command running ``stages`` that may compute ladder runs."""
+    def command(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
+                dry_run):
+        _render(stages, out_dir, redraw, data_dir, cache_dir,
+                _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
+
+    command.__doc__ = doc
+    return render.command(name)(_computing_render_options(command))
+
+
+render_figures = _computing_command("figures", ("figures",), """Static figures, PNG and SVG: ladder accuracy and movement, trajectory finals, NTK lab, sweep and scalar model.
 
     \b
     Examples:
       lazylab render figures
       lazylab render figures --arms yat-frozen,relu-frozen --widths 16,64,256 --seeds 0
-    """
-    _render(("figures",), out_dir, redraw, data_dir, cache_dir,
-            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
-
-
-@render.command("report")
-@_computing_render_options
-def render_report(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
-                 dry_run):
-    """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit.
+    """)
+render_report = _computing_command("report", ("report",), """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit.
 
     \b
     Examples:
       lazylab render report --dry-run           # what it would compute first
       lazylab render report --from results.json # your ladder from `lazylab ladder --json results.json`
-    """
-    _render(("report",), out_dir, redraw, data_dir, cache_dir,
-            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
-
-
-@render.command("all")
-@_computing_render_options
-def render_all(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
-                 dry_run):
-    """Run gifs, then figures, then report (each picture drawn at most once).
+    """)
+render_all = _computing_command("all", ("gifs", "figures", "report"), """Run gifs, then figures, then report (each picture drawn at most once).
 
     \b
     Examples:
       lazylab render all
       lazylab render all --preset paper --out site/   # once the paper ladder is in the memo
-    """
-    _render(("gifs", "figures", "report"), out_dir, redraw, data_dir, cache_dir,
-            _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
-
-
+    """)

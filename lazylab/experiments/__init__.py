@@ -109,7 +109,7 @@ class Workspace:
             note = self.memo.stale_note()
             if note:
                 self.memo.problems.append(note)
-        for group, records in self.backend.compute(self, groups, reporter):
+        for group, records in self.backend.compute(self, groups, reporter, train_runs):
             for cfg, record in zip(group, records):
                 if record.get("failed"):  # a unit failure is not a result: never stored
                     self.failures.setdefault(cfg.arm, record["failed"])

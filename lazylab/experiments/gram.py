@@ -48,287 +48,51 @@ are shared by every growing and reference unit, so the units are i.i.d. given
 them. Features of a prefix bank are the prefix columns of the full bank's
 features; this assumes each feature column depends only on its own prototype
 row and the layer scalars (true of every random-feature unit).
+
+The configuration and its checks are in ``lazylab.experiments.gram_config``,
+the pure measures (normalised Gram, block contrast, log-log slope, frame
+widths) in ``lazylab.experiments.gram_measures``; both are importable from
+here too.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from lazylab.arms import Arm
-from lazylab.config import CACHE_SCHEMA, canonical_json, memo_key
+from lazylab.config import memo_key
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
+# The inputs and the pure measures have their own modules (gram_config, gram_measures); the names
+# callers take from here stay importable from here.
+from lazylab.experiments.gram_config import (  # noqa: F401 (re-exported)
+    DATA_REF_CHUNK,
+    REF_SEED_STRIDE,
+    GramConfig,
+    Progress,
+    _FeaturesKey,
+    _ReferenceKey,
+    _RepeatKey,
+    default_ref_units,
+    gram_config,
+    parse_classes,
+    require_frozen,
+    select_images,
+)
+from lazylab.experiments.gram_measures import (  # noqa: F401 (re-exported)
+    DEFAULT_FIT_MIN,
+    block_contrast,
+    log_widths,
+    loglog_slope,
+    normalise_gram,
+    normalised_gram,
+)
 
-DEFAULT_CLASSES = (0, 1, 7)  # T-shirt/top, Trouser, Sneaker
-DEFAULT_PER_CLASS = 10
-DEFAULT_MAX_UNITS = 2000
-DEFAULT_FRAMES = 40
-DEFAULT_FIT_MIN = 10
-REF_FACTOR = 32
-REF_MIN_UNITS = 50_000
-MIN_REF_FACTOR = 4  # an explicit --ref-units must be at least 4 x max_units
-MAX_REF_CHUNKS = 4096  # independent max_units-wide banks in the reference, at most
-REF_SEED_STRIDE = MAX_REF_CHUNKS  # reference seeds (seed + 1) * 4096 + j never equal the bank's seed
-MAX_SEED = 1_000_000  # keeps every reference seed below 2**32 (jax keys hold 32 bits)
-MAX_REPEATS = 64  # repeat seeds seed + r stay below the reference seeds (seed + 1) * 4096
-DATA_REF_CHUNK = 4096
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
 RESULT_ARRAYS = ("widths", "grams", "reference", "contrast", "distance", "raw_distance", "labels", "image_index")
-
-
-def require_frozen(arm: Arm, command: str) -> None:
-    """Raise LazylabError unless ``arm`` is a frozen arm (its bank never trains)."""
-    if arm.trained:
-        frozen = arm.name[: -len("-trained")] + "-frozen" if arm.name.endswith("-trained") else "a frozen arm"
-        raise LazylabError(f"{command} needs a frozen arm; {arm.name!r} trains its bank (try {frozen!r})")
-
-
-# ----------------------------------------------------------------- configs
-@dataclass(frozen=True)
-class GramConfig:
-    """Everything that determines a ``gram`` result (memo key: ``gram-<sha256>``).
-
-    Attributes:
-      arm, plugin: arm name and ``"<distribution> <version>"`` of its unit.
-      max_units: width of the growing bank (>= 1).
-      frames: requested number of widths (at most ``max_units`` are used).
-      classes: test-set class indices, in display order (>= 2 distinct).
-      per_class: images per class: the first ``per_class`` of each class in the test set.
-      seed: seed of the growing bank; the reference uses other seeds (module docstring).
-      ref_units: reference width (for data-seeded arms: the number of training images).
-      fit_min: smallest width used in the log-log slope fit.
-      repeats: independent banks (seeds ``seed .. seed + repeats - 1``) whose
-        root-mean-square distances give the ensemble slope; the first is shown.
-      data: Fashion-MNIST fingerprint. schema: cache schema.
-    """
-
-    arm: str
-    plugin: str
-    max_units: int = DEFAULT_MAX_UNITS
-    frames: int = DEFAULT_FRAMES
-    classes: tuple[int, ...] = DEFAULT_CLASSES
-    per_class: int = DEFAULT_PER_CLASS
-    seed: int = 0
-    ref_units: int = REF_FACTOR * DEFAULT_MAX_UNITS
-    fit_min: int = DEFAULT_FIT_MIN
-    repeats: int = 1
-    data: str = ""
-    schema: int = CACHE_SCHEMA
-
-    def canonical(self) -> str:
-        """Canonical JSON: sorted keys, no spaces."""
-        return canonical_json(self)
-
-    def key(self) -> str:
-        return memo_key("gram", self)
-
-
-@dataclass(frozen=True)
-class _FeaturesKey:
-    kind: str
-    arm: str
-    plugin: str
-    max_units: int
-    seed: int
-    classes: tuple[int, ...]
-    per_class: int
-    data: str
-    schema: int
-
-
-@dataclass(frozen=True)
-class _ReferenceKey(_FeaturesKey):
-    ref_units: int = 0
-
-
-@dataclass(frozen=True)
-class _RepeatKey(_FeaturesKey):
-    repeat: int = 0  # features of the independent bank with seed ``seed + repeat`` (the base bank's scalars)
-
-
-def default_ref_units(max_units: int) -> int:
-    """``max(32 * max_units, 50000)`` rounded up to whole ``max_units`` chunks, at most 4096 chunks."""
-    want = max(REF_FACTOR * max_units, REF_MIN_UNITS)
-    return min(-(-want // max_units), MAX_REF_CHUNKS) * max_units
-
-
-def gram_config(ws, arm: Arm, *, max_units: int = DEFAULT_MAX_UNITS, frames: int = DEFAULT_FRAMES,
-                classes: tuple[int, ...] = DEFAULT_CLASSES, per_class: int = DEFAULT_PER_CLASS,
-                seed: int = 0, ref_units: int | None = None, fit_min: int = DEFAULT_FIT_MIN,
-                repeats: int = 1) -> GramConfig:
-    """Validate the inputs and build the canonical config on workspace ``ws``.
-
-    Raises: LazylabError for a trained arm, ``max_units < 1``, ``frames < 1``,
-    fewer than 2 distinct classes, a class outside 0..9, ``per_class < 2``,
-    a seed outside 0..1,000,000, ``repeats`` outside 1..64, or ``ref_units`` outside
-    ``[4 * max_units, 4096 * max_units]`` (random inits; rounded up to whole chunks).
-    """
-    require_frozen(arm, "gram")
-    if max_units < 1:
-        raise LazylabError(f"max_units must be at least 1, got {max_units}")
-    if frames < 1:
-        raise LazylabError(f"frames must be at least 1, got {frames}")
-    if per_class < 2:
-        raise LazylabError(f"per_class must be at least 2 (within-class pairs), got {per_class}")
-    if not 0 <= seed <= MAX_SEED:
-        raise LazylabError(f"seed must be between 0 and {MAX_SEED}, got {seed}")
-    if not 1 <= repeats <= MAX_REPEATS:
-        raise LazylabError(f"repeats must be between 1 and {MAX_REPEATS}, got {repeats}")
-    classes = tuple(int(c) for c in classes)
-    if any(not 0 <= c < len(CLASS_NAMES) for c in classes):
-        raise LazylabError(f"classes must be in 0..{len(CLASS_NAMES) - 1}, got {list(classes)}")
-    if len(set(classes)) != len(classes) or len(classes) < 2:
-        raise LazylabError(f"need at least 2 distinct classes, got {list(classes)}")
-    if arm.init == "data":
-        n_train = len(ws.data.y_train)
-        if max_units > n_train:
-            raise LazylabError(f"max_units {max_units} exceeds the {n_train} training images available for data seeding")
-        ref = n_train  # the exact expectation over the training images
-    else:
-        ref = default_ref_units(max_units) if ref_units is None else -(-int(ref_units) // max_units) * max_units
-        if ref_units is not None and not MIN_REF_FACTOR * max_units <= ref_units <= MAX_REF_CHUNKS * max_units:
-            raise LazylabError(f"ref_units must be between {MIN_REF_FACTOR} x max_units ({MIN_REF_FACTOR * max_units}; "
-                               f"the reference must be much wider than the bank) and {MAX_REF_CHUNKS} x max_units "
-                               f"({MAX_REF_CHUNKS * max_units}), got {ref_units}")
-    return GramConfig(arm=arm.name, plugin=arm.plugin, max_units=max_units, frames=frames, classes=classes,
-                      per_class=per_class, seed=seed, ref_units=ref, fit_min=fit_min, repeats=repeats,
-                      data=ws.fingerprint)
-
-
-# ------------------------------------------------------------ pure helpers
-def parse_classes(text: str) -> tuple[int, ...]:
-    """Comma-separated class indices (0..9) or names (case and punctuation ignored: ``tshirt-top``).
-
-    Returns: class indices in the order given.
-    Raises: LazylabError naming the bad item and the valid names.
-    """
-    def norm(s: str) -> str:
-        return re.sub(r"[^a-z0-9]", "", s.lower())
-
-    by_name = {norm(n): i for i, n in enumerate(CLASS_NAMES)}
-    by_name.update({"tshirt": 0, "top": 0, "boot": 9})
-    items = [s.strip() for s in str(text).split(",")]
-    if not any(items):
-        raise LazylabError("--images: expected comma-separated class indices or names, got nothing")
-    out = []
-    for s in items:
-        if not s:
-            continue
-        if s.isdigit() and int(s) < len(CLASS_NAMES):
-            out.append(int(s))
-        elif norm(s) in by_name:
-            out.append(by_name[norm(s)])
-        else:
-            names = ", ".join(f"{i} {n}" for i, n in enumerate(CLASS_NAMES))
-            raise LazylabError(f"--images: unknown class {s!r}; classes are {names}")
-    return tuple(out)
-
-
-def log_widths(max_units: int, frames: int) -> np.ndarray:
-    """``min(frames, max_units)`` distinct integer widths from 1 to ``max_units``, log-spaced.
-
-    Each width is the geometric step from the previous one towards
-    ``max_units`` over the frames left, rounded, and at least one more than the
-    previous: log-spaced as nearly as distinct integers allow.
-    Returns: int64 ``(k,)``, strictly increasing, ``[0] == 1``, ``[-1] == max_units``.
-    """
-    k = max(1, min(int(frames), int(max_units)))
-    if k == 1:
-        return np.array([max_units], np.int64)
-    widths = [1]
-    for i in range(1, k):
-        prev, left = widths[-1], k - i
-        nxt = max(prev + 1, int(round(prev * (max_units / prev) ** (1.0 / left))))
-        widths.append(min(nxt, max_units - (left - 1)))
-    return np.asarray(widths, np.int64)
-
-
-def normalise_gram(K: np.ndarray) -> np.ndarray:
-    """``K_ij / sqrt(K_ii K_jj)`` of a Gram matrix ``K`` ``(n, n)`` (a cosine similarity).
-
-    An image with ``K_ii = 0`` (all features zero, e.g. a ReLU bank of one
-    unit) is treated as orthogonal to the others: its row and column are 0,
-    its diagonal entry 1.
-    Returns: float64 ``(n, n)``, symmetric, unit diagonal, entries in [-1, 1].
-    """
-    K = np.asarray(K, np.float64)
-    diag = np.sqrt(np.clip(np.diag(K), 0.0, None))
-    scale = np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 0.0)
-    G = K * scale[:, None] * scale[None, :]
-    G = np.clip((G + G.T) / 2.0, -1.0, 1.0)
-    np.fill_diagonal(G, 1.0)
-    return G
-
-
-def normalised_gram(phi: np.ndarray) -> np.ndarray:
-    """Normalised Gram matrix of features ``phi`` ``(n, m)``.
-
-    ``K = Phi Phi^T / m`` (Rahimi & Recht 2007), then ``normalise_gram``:
-    ``K_ij / sqrt(K_ii K_jj)`` (the ``1/m`` cancels).
-    Returns: float64 ``(n, n)``, symmetric, unit diagonal, positive
-    semi-definite, entries in [-1, 1].
-    """
-    phi = np.asarray(phi, np.float64)
-    return normalise_gram(phi @ phi.T / phi.shape[1])
-
-
-def block_contrast(G: np.ndarray, labels: np.ndarray) -> float:
-    """Within-class mean minus cross-class mean of a normalised Gram ``G`` ``(n, n)``.
-
-    Within-class: entries ``G_ij`` with ``labels[i] == labels[j]`` and ``i != j``;
-    cross-class: ``labels[i] != labels[j]``. Dimensionless, in [-2, 2].
-    Raises: ValueError if either set of entries is empty.
-    """
-    labels = np.asarray(labels)
-    same = labels[:, None] == labels[None, :]
-    off = ~np.eye(len(labels), dtype=bool)
-    within, cross = G[same & off], G[~same]
-    if within.size == 0 or cross.size == 0:
-        raise ValueError("block contrast needs at least two images in a class and two classes")
-    return float(within.mean() - cross.mean())
-
-
-def loglog_slope(widths, values, min_width: int = DEFAULT_FIT_MIN) -> dict:
-    """Ordinary least squares of ``log(value)`` on ``log(width)`` over widths ``>= min_width``.
-
-    Returns: ``{"slope", "intercept", "r2", "widths": [lo, hi], "n"}`` with
-    ``slope`` None when fewer than 3 widths (with finite positive values) qualify.
-    Monte Carlo predicts slope -1/2 for the distance to the reference kernel.
-    """
-    w = np.asarray(widths, np.float64)
-    v = np.asarray(values, np.float64)
-    sel = (w >= min_width) & np.isfinite(v) & (v > 0)
-    out = {"slope": None, "intercept": None, "r2": None, "widths": None, "n": int(sel.sum()), "min_width": int(min_width)}
-    if sel.sum() < 3:
-        return out
-    lx, ly = np.log(w[sel]), np.log(v[sel])
-    slope, intercept = np.polyfit(lx, ly, 1)
-    resid = ly - (slope * lx + intercept)
-    ss = float(((ly - ly.mean()) ** 2).sum())
-    out.update(slope=float(slope), intercept=float(intercept), r2=(1.0 - float((resid**2).sum()) / ss) if ss > 0 else None,
-               widths=[int(w[sel].min()), int(w[sel].max())])
-    return out
-
-
-def select_images(y_test: np.ndarray, classes: tuple[int, ...], per_class: int) -> np.ndarray:
-    """Indices of the first ``per_class`` test images of each class, grouped in ``classes`` order.
-
-    Raises: LazylabError if a class has fewer images.
-    """
-    idx = []
-    for c in classes:
-        hits = np.flatnonzero(np.asarray(y_test) == c)[:per_class]
-        if len(hits) < per_class:
-            raise LazylabError(f"class {c} ({CLASS_NAMES[c]}) has only {len(hits)} test images, need {per_class}")
-        idx.append(hits)
-    return np.concatenate(idx).astype(np.int64)
 
 
 # ------------------------------------------------------- bank evaluation

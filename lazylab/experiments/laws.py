@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from lazylab import analysis as an
+from lazylab.exchange import exchange_rate, exchange_sentence
 from lazylab.arms import Arm
 from lazylab.errors import LazylabError
 from lazylab.config import memo_key
@@ -247,7 +248,7 @@ def analyse_ladder(ws: Workspace, result, arms: tuple[Arm, ...], climb_widths: t
 
 
 def exchange_table(result, arms: list[Arm], laws: dict) -> dict:
-    """The exchange rate of every trained arm at every width (``analysis.exchange_rate``), and its sentence.
+    """The exchange rate of every trained arm at every width (``lazylab.exchange.exchange_rate``), and its sentence.
 
     Pairs: ``analysis.pair_arms`` (same unit and init: yat-trained with yat-frozen, yat-data-trained with
     yat-data-frozen, ...). For each trained width with a finite mean, the frozen arm of the pair is read
@@ -268,14 +269,14 @@ def exchange_table(result, arms: list[Arm], laws: dict) -> dict:
                 row.update(frozen_width=None, method="none", floor_acc=None, text="none (no trained accuracy)",
                            why=f"{trained} has no accuracy at m = {w} (every seed diverged or is missing)")
             else:
-                row.update(an.exchange_rate(widths, f_means, laws.get(frozen), acc))
+                row.update(exchange_rate(widths, f_means, laws.get(frozen), acc))
             rows.append(row)
     measured = [r for r in rows if r["trained_acc"] is not None]
     if rows and not measured:
         sentence = (f"{rows[0]['trained']} has no accuracy at any width (every seed diverged or is missing): "
                     "no exchange rate.")
     else:
-        sentence = an.exchange_sentence(measured, widths)
+        sentence = exchange_sentence(measured, widths)
     return {"rows": rows, "sentence": sentence}
 
 

@@ -36,7 +36,7 @@ from lazylab.config import CACHE_SCHEMA
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
 from lazylab.config import canonical_json, memo_key
-from lazylab.experiments.gram import Progress, require_frozen
+from lazylab.experiments.gram_config import Progress, require_frozen
 
 DEFAULT_WIDTHS = (64, 512)
 DEFAULT_TRAIN_SIZE = 10_000

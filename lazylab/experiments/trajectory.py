@@ -294,7 +294,7 @@ def load_or_run_many(ws: Workspace, items: list[tuple[Arm, TrajectoryConfig]],
             out[i] = (*stored, True)
         else:
             missing.append(i)
-    for j, record, snaps in ws.backend.trajectories(ws, [items[i] for i in missing], reporter):
+    for j, record, snaps in ws.backend.trajectories(ws, [items[i] for i in missing], reporter, trajectory_run):
         tcfg = items[missing[j]][1]
         # Arrays first: a record in the memo then always has its snapshots stored.
         ws.memo.put_arrays(tcfg.arrays_key(), {"snapshots": snaps})

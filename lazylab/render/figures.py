@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lazylab.analysis import movement_law_or_why
 from lazylab.paths import write_atomically
 from lazylab.render.canvas import figure
 from lazylab.render.style import UNSTABLE_LABEL, UNSTABLE_MARKER, arm_style, key_handles
@@ -189,7 +190,8 @@ def movement_figure(payload: dict, directory: str | Path, stem: str = "movement"
     Args:
       payload: as for ``accuracy_figure``, with ``payload["analysis"]["movement"]``
         (``{arm: {str(width): {"mean", "std", "n"}}}``) and ``["movement_law"]``
-        (``{arm: {"slope", "intercept", "r2"}}``) from ``analyse_ladder``.
+        (``{arm: {"slope", "intercept", "r2"}}``, or ``{"skipped": why}`` from fewer than 3 widths,
+        which the legend states; ``analysis.movement_law_or_why`` reads older files) from ``analyse_ladder``.
       directory: output folder (created).
       sqrt_sign: ``"auto"`` (the sign of the mean fitted slope; ``-`` when
         there is no fit), ``"+"`` or ``"-"``: the square-root reference's direction.
@@ -223,15 +225,15 @@ def movement_plot(payload: dict, sqrt_sign: str = "auto"):
         st = arm_style(arm)
         x, y, s = map(np.asarray, zip(*pts))
         lower = np.minimum(s, y * 0.999)  # keep the lower bar above 0 on a log axis
+        law = movement_law_or_why(laws.get(arm))
         ax.errorbar(x, y, yerr=[lower, s], color=st.colour, linestyle="none", marker=st.marker, markersize=5,
-                    capsize=3, label=arm)
+                    capsize=3, label=arm if "slope" in law or arm not in laws else f"{arm} (no law: {law['skipped']})")
         logs += [(math.log(w), math.log(v)) for w, v in zip(x, y)]
-        law = laws.get(arm) or {}
         if "slope" in law:
             xx = np.geomspace(x.min(), x.max(), 50)
             ax.plot(xx, np.exp(law["intercept"]) * xx ** law["slope"], color=st.colour, linewidth=1.3,
                     linestyle=st.linestyle, label=f"{arm} fit: slope {law['slope']:.3f}, R² {law['r2']:.3f}")
-    slopes = [law["slope"] for law in laws.values() if "slope" in law]
+    slopes = [law["slope"] for law in map(movement_law_or_why, laws.values()) if "slope" in law]
     if sqrt_sign == "auto":
         sign = 1.0 if slopes and float(np.mean(slopes)) > 0 else -1.0
     else:

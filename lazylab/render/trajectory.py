@@ -14,6 +14,9 @@ matplotlib (Agg) and written with imageio:
   per-unit relative travel ``||w_t - w_0|| / ||w_0||`` per arm, and test
   accuracy (%) per arm, each arm in its unit's colour with its init's marker
   (``lazylab.render.style``), the legend below the panels.
+* ``trajectory_finals.{png,svg}`` (``trajectory_finals``, drawn by ``lazylab
+  render figures``) — the prototypes at epoch 0 and at the last epoch beside
+  the full travel and accuracy curves.
 
 Every frame of a GIF has the same pixel size (fixed figure size and dpi, no
 tight bounding box). Nothing here trains: it reads a ``TrajectoryResult``.
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lazylab.paths import write_atomically
 from lazylab.render.canvas import MAX_GIF_BYTES, figure, grab, write_gif
 from lazylab.render.style import arm_style
 
@@ -295,3 +299,90 @@ def render_trajectory(result, out_dir: str | Path, prototype_scale: str = "per-i
     return {"files": files, "prototype_scale": prototype_scale, "colour_scale": scale["v"] if drawn else None,
             "image_scales": scale["range"] if drawn else None,
             "caption": scale_caption(prototype_scale, scale["v"]) if drawn else None, "notes": notes}
+
+
+# ----------------------------------------------------- trajectory finals figure
+def trajectory_finals(result, directory: Path, stem: str = "trajectory_finals",
+                      prototype_scale: str = "per-image") -> list[Path]:
+    """Where the prototypes started and where they ended, with the full travel and accuracy curves.
+
+    Left: per arm whose prototypes are images, its first prototypes at epoch 0
+    (upper row) and at the last epoch (lower row), each image on its own
+    symmetric scale ``±max|w|`` (``prototype_scale="per-image"``; the values are
+    printed in the GIF) or all on the GIF's shared scale (``"shared"``), as the
+    caption on the picture says. Right:
+    median per-unit relative travel ``||w_t - w_0|| / ||w_0||`` and test
+    accuracy (%) per epoch, in each arm's unit colour and init marker
+    (``lazylab.render.style``). Writes ``<stem>.png`` and ``<stem>.svg``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    rows = image_rows(result)
+    arms = result.arms
+    cols = min(COLUMNS, min(a.snapshots.shape[1] for a in rows)) if rows else 0
+    label_w, cell, bar_w, curve_w = 2.5, 0.78, 1.1, 5.2
+    left_w = label_w + cols * cell + bar_w if rows else 0.4
+    H = max(5.2, 0.75 + 2 * len(rows) * cell + 0.35)
+    W = left_w + curve_w
+    fig = figure((W, H), 110)
+    if rows:
+        side = int(round(rows[0].snapshots.shape[-1] ** 0.5))
+        shared = colour_scale([a.snapshots[:, :cols] for a in rows])
+        im = None
+        for r, a in enumerate(rows):
+            last = a.snapshots.shape[0] - 1
+            for k, (t, what) in enumerate(((0, "epoch 0"), (last, f"epoch {last}"))):
+                y0 = (0.35 + (2 * (len(rows) - 1 - r) + (1 - k)) * cell) / H
+                fig.text(1.55 / W, y0 + 0.5 * cell / H, what, fontsize=7.5, va="center", color="0.3")
+                for c in range(cols):
+                    ax = fig.add_axes(((label_w + c * cell + 0.03) / W, y0 + 0.03 / H, (cell - 0.06) / W, (cell - 0.06) / H))
+                    ax.set_axis_off()
+                    image = a.snapshots[t, c]
+                    v = image_scale(image) if prototype_scale == "per-image" else shared
+                    im = ax.imshow(image.reshape(side, side) / v, cmap=CMAP, vmin=-1, vmax=1, interpolation="nearest")
+            ym = (0.35 + (2 * (len(rows) - 1 - r) + 1) * cell) / H
+            fig.text(0.1 / W, ym + 0.22 * cell / H, a.arm, fontsize=8.5, weight="bold", va="center")
+            fig.text(0.1 / W, ym - 0.1 * cell / H, f"{a.init} init, lr {a.lr:g}", fontsize=7.5, va="center", color="0.3")
+            fig.text(0.1 / W, ym - 0.4 * cell / H, f"median travel {a.record['travel_median'][-1]:.3f}", fontsize=7.5,
+                     va="center", color="0.3")
+        cax = fig.add_axes(((label_w + cols * cell + 0.12) / W, 0.35 / H, 0.12 / W, 2 * len(rows) * cell / H))
+        bar = fig.colorbar(im, cax=cax)
+        bar.set_label("pixel value / max|w| of its image" if prototype_scale == "per-image"
+                      else f"pixel value / {shared:g}", fontsize=7)
+        bar.ax.tick_params(labelsize=6.5)
+        fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.25) / H,
+                 f"first {cols} prototypes, m = {result.plan['width']}",
+                 ha="center", va="center", fontsize=10, weight="bold")
+        caption = ("colour: each image on its own scale, symmetric about 0, ±max|w| of that image (the values are "
+                   "printed in trajectory_prototypes.gif)" if prototype_scale == "per-image"
+                   else scale_caption(prototype_scale, shared))
+        fig.text((label_w + cols * cell / 2) / W, (0.35 + 2 * len(rows) * cell + 0.05) / H,
+                 caption, ha="center", va="center", fontsize=6.5, color="0.2")
+    x0 = (left_w + 0.75) / W
+    wpanel = (curve_w - 1.0) / W
+    ax_t = fig.add_axes((x0, 0.58, wpanel, 0.33))
+    ax_a = fig.add_axes((x0, 0.1, wpanel, 0.33))
+    for a in arms:
+        st = arm_style(a.arm, a.init)
+        ep = a.record["epochs"]
+        ax_t.plot(ep, a.record["travel_median"], **st.kwargs(), ms=3, lw=1.8, label=f"{a.arm} (lr {a.lr:g})")
+        ax_a.plot(ep[1:], a.record["accuracy"][1:], **st.kwargs(), ms=3, lw=1.8, label=a.arm)
+    for ax, title in ((ax_t, "median per-unit travel ||w_t - w_0|| / ||w_0||"), (ax_a, "test accuracy (%)")):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    if arms:
+        ax_t.legend(fontsize=7, loc="upper left", frameon=False)
+    return _save(fig, Path(directory), stem)
+
+
+def _save(fig, directory: Path, stem: str) -> list[Path]:
+    """``<stem>.png`` and ``<stem>.svg`` (no date in the SVG), each written to a temp file then renamed."""
+    paths = []
+    for fmt in ("png", "svg"):
+        meta = {"Date": None} if fmt == "svg" else {"Software": None}
+        paths.append(write_atomically(directory / f"{stem}.{fmt}",
+                                      lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta), "--out"))
+    return paths

@@ -1,0 +1,197 @@
+"""The study's answer for a ladder: how many frozen units of a unit match a trained arm of the same unit.
+
+``exchange_rate`` reads the frozen arm's measured curve (interpolating in
+``log m``) or, beyond the sweep, its fitted ladder law (``lazylab.analysis.ladder_law``);
+``exchange_sentence`` puts one pair's answer in a plain sentence. Pure
+functions on numbers, no I/O; ``lazylab.experiments.laws.exchange_table``
+calls them for every trained arm and width.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from lazylab.analysis import finite_pairs
+
+EXCHANGE_METHODS = ("interpolated", "extrapolated", "never", "none")
+
+
+def format_width(m: float) -> str:
+    """A matching width for a table: ``"812"``, ``"3.1e+05"`` from 100,000 up."""
+    return f"{m:.0f}" if m < 1e5 else f"{m:.2g}"
+
+
+MAX_EXCHANGE_LOG10 = 15  # beyond 10^15 units an extrapolated width is reported as a bound, not a number
+
+
+def exchange_rate(frozen_widths: Sequence[float], frozen_means: Sequence[float | None], frozen_law: dict | None,
+                  trained_acc: float) -> dict:
+    """The width of a frozen bank whose accuracy matches ``trained_acc`` (the study's exchange rate).
+
+    Method (on the frozen arm's mean ``best_acc`` per width):
+
+    * **interpolated** — sort by width; the first width whose mean reaches
+      ``trained_acc`` and the width before it bracket the crossing, and the
+      matching width is linear in ``log m`` between them:
+      ``log m = log m0 + (t - a0) / (a1 - a0) * (log m1 - log m0)``.
+      When the smallest width already reaches it, the crossing lies below
+      the sweep: extrapolated from the law as below, or ``none`` without one.
+    * **extrapolated** — the sweep never reaches ``trained_acc`` but the
+      frozen arm's fitted ladder law ``err = floor + c m^-alpha`` (SPEC
+      section 6; ``ladder_law``) has its floor below the trained error
+      ``err_t = 100 - trained_acc``: ``m = (c / (err_t - floor))^(1/alpha)``.
+    * **never** — the fitted floor error is at or above ``err_t``: by the
+      law no frozen width of this unit matches.
+    * **none** — the frozen arm has no usable law (fewer than 3 climbing
+      widths, a non-decreasing fit with ``c <= 0``) or no finite mean at all.
+
+    Caveats: an extrapolated width is read off a 3-parameter curve fitted on
+    the frozen arm's *climbing region* only and may lie orders of magnitude
+    outside the sweep, where nothing was measured; the floor is the fit's
+    least certain parameter (it trades off against ``c`` and ``alpha``, and
+    no interval is computed here), so a trained accuracy within a point of
+    ``100 - floor`` can flip between a huge width and ``never``; a frozen curve
+    that peaks and falls (e.g. a rate chosen at m = 256 that is too high for
+    wider banks) is fitted only up to its peak, so the law describes the
+    climbing part, not the later fall; and all accuracies are means over
+    seeds of ``best_acc``, which selects the epoch on the test set (SPEC
+    section 5) — seed spread is not propagated into the width.
+
+    Args:
+      frozen_widths: ``(n,)`` widths of the frozen arm (units).
+      frozen_means: ``(n,)`` its mean best_acc (%) per width; None entries
+        (every seed diverged) are skipped.
+      frozen_law: the frozen arm's ``ladder_law`` dict (``floor``, ``c``,
+        ``alpha`` in error points), or one with ``"skipped"``, or None.
+      trained_acc: the trained arm's mean best_acc (%) at one width.
+    Returns: ``{"frozen_width": float | None, "method": one of
+      EXCHANGE_METHODS, "floor_acc": 100 - floor (%) | None, "text": str}``,
+      with ``"between": [m0, m1]`` for an interpolation and ``"why"`` for
+      ``none``. An extrapolated width at or below the widest measured bank
+      (the law, fitted on the climb, says a width the measured curve passed
+      without reaching ``trained_acc`` — it peaked and fell) is kept, with
+      ``"peak": [m, acc]`` of the measured curve, a ``"note"``, and the text
+      ``"1093 (law only: measured banks fall short)"``. ``text`` is what
+      tables print: ``"812 (interpolated)"``, ``"3.1e+05 (extrapolated)"``,
+      ``"never (floor 14.2 % err >= 13.8 %)"``.
+    Raises: ValueError if ``trained_acc`` is not finite or the lengths differ.
+    """
+    if trained_acc is None or not math.isfinite(float(trained_acc)):
+        raise ValueError(f"trained accuracy must be a finite number, got {trained_acc!r}")
+    if len(frozen_widths) != len(frozen_means):
+        raise ValueError(f"widths ({len(frozen_widths)}) and means ({len(frozen_means)}) differ in length")
+    t = float(trained_acc)
+    err_t = 100.0 - t
+    law = frozen_law if frozen_law and "skipped" not in frozen_law and "floor" in frozen_law else None
+    floor_acc = None if law is None else 100.0 - float(law["floor"])
+    m, acc = finite_pairs(frozen_widths, frozen_means)
+
+    def out(width, method, text, **extra):
+        return {"frozen_width": None if width is None else float(width), "method": method,
+                "floor_acc": floor_acc, "text": text, **extra}
+
+    def from_law(where: str):
+        floor, c, alpha = float(law["floor"]), float(law["c"]), float(law["alpha"])
+        if c <= 0 or alpha <= 0:
+            return out(None, "none", "none (the frozen law does not fall with width)",
+                       why=f"the frozen arm's fitted law has c = {c:.3g}, alpha = {alpha:.3g}")
+        # In log space: with alpha near its lower bound the power overflows a float.
+        log10_width = (math.log10(c) - math.log10(err_t - floor)) / alpha
+        if where and log10_width >= math.log10(m[0]):
+            # The law, fitted on the climb, cannot place a match the smallest bank already beats.
+            return below_sweep()
+        if log10_width > MAX_EXCHANGE_LOG10:
+            return out(None, "extrapolated", f"> 1e{MAX_EXCHANGE_LOG10} (extrapolated)",
+                       note=f"the law puts the match at about 10^{log10_width:.0f} units")
+        width = 10.0 ** log10_width
+        if not where and width <= m[-1]:
+            # The law, fitted on the climb, lands among measured widths that fall short: say so.
+            k = int(np.argmax(acc))
+            note = f"the measured frozen curve peaks at {acc[k]:.2f} % (m = {format_width(m[k])}) and never reaches {t:.2f} %"
+            if law.get("widths"):
+                note += f"; the law is fitted on its climbing region ({law['widths'][0]}-{law['widths'][-1]})"
+            return out(width, "extrapolated", f"{format_width(width)} (law only: measured banks fall short)",
+                       peak=[_num_or_int(m[k]), float(acc[k])], note=note)
+        return out(width, "extrapolated", f"{format_width(width)} (extrapolated{where})", **({"below": True} if where else {}))
+
+    def below_sweep():
+        return out(None, "none", f"<= {format_width(m[0])} (below the sweep)", below=True,
+                   why=f"the smallest frozen width, {format_width(m[0])}, already reaches {t:.2f} %")
+
+    if len(m) == 0:
+        return out(None, "none", "none (no frozen data)", why="the frozen arm has no finite mean accuracy")
+    reached = np.nonzero(acc >= t)[0]
+    if len(reached) and reached[0] > 0:
+        i = int(reached[0])
+        m0, m1, a0, a1 = m[i - 1], m[i], acc[i - 1], acc[i]
+        width = math.exp(math.log(m0) + (t - a0) / (a1 - a0) * (math.log(m1) - math.log(m0)))
+        return out(width, "interpolated", f"{format_width(width)} (interpolated)",
+                   between=[_num_or_int(m0), _num_or_int(m1)])
+    if len(reached):  # the smallest frozen width already matches: the crossing lies below the sweep
+        if law is not None and err_t > float(law["floor"]):
+            return from_law(" below the sweep")
+        return below_sweep()
+    if law is None:
+        why = (frozen_law or {}).get("skipped") or "the frozen arm has no fitted ladder law"
+        return out(None, "none", "none (no frozen law)",
+                   why=f"the sweep (up to {format_width(m[-1])}) never reaches {t:.2f} % and {why}")
+    if float(law["floor"]) >= err_t:
+        return out(None, "never", f"never (floor {law['floor']:.1f} % err >= {err_t:.1f} %)")
+    return from_law("")
+
+
+def _num_or_int(v: float):
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def exchange_sentence(rows: Sequence[dict], sweep: Sequence[int]) -> str:
+    """One plain sentence answering "how many random neurons buy a trained one?" for a ladder.
+
+    Args:
+      rows: exchange rows (``exchange_rate`` results with ``trained``,
+        ``frozen``, ``width``, ``trained_acc``), pairs in order; the first
+        pair's row at its smallest trained width is the one put in words.
+      sweep: the frozen widths swept (the ladder's widths).
+    Returns: the sentence; a note when ``rows`` is empty.
+    """
+    if not rows:
+        return "No trained arm in this ladder has a frozen arm of the same unit and init: no exchange rate."
+    first = rows[0]
+    pair = [r for r in rows if r["trained"] == first["trained"] and r["frozen"] == first["frozen"]]
+    r = min(pair, key=lambda x: x["width"])
+    unit = r["frozen"].rsplit("-", 1)[0]
+    top = format_width(max(sweep)) if sweep else "?"
+    who = f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %)"
+    if r["method"] == "interpolated":
+        a, b = r["between"]
+        return (f"{who} are matched by a frozen {unit} bank of about {format_width(r['frozen_width'])} units "
+                f"(interpolated on log m between the sweep's {a} and {b}).")
+    if r["method"] == "extrapolated":
+        if r.get("peak"):
+            (mp, ap), w = r["peak"], format_width(r["frozen_width"])
+            return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them: the measured curve peaks "
+                    f"at {ap:.1f} % (m = {format_width(mp)}) and falls short beyond it, while the law fitted on its climb "
+                    f"(floor {100 - r['floor_acc']:.1f} % error) would match them at about {w} units.")
+        if r.get("below"):
+            return (f"{who}: even the smallest frozen {unit} bank in the sweep matches them; the fitted law puts "
+                    f"the match at about {format_width(r['frozen_width'])} units.")
+        if r["frozen_width"] is None:
+            return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them; the frozen law puts the "
+                    f"match beyond any bank one could build ({r['text']}).")
+        times = r["frozen_width"] / max(sweep) if sweep else float("nan")
+        return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them; the frozen law, with its "
+                f"fitted floor at {100 - r['floor_acc']:.1f} % error, puts the match at about "
+                f"{format_width(r['frozen_width'])} units, {times:.3g} times the widest bank measured.")
+    if r.get("below"):
+        smallest = format_width(min(sweep)) if sweep else "?"
+        return f"{who}: even the smallest frozen {unit} bank in the sweep (m = {smallest}) matches them."
+    if r["method"] == "never":
+        every = len(pair) > 1 and all(x["method"] == "never" for x in pair)
+        tail = f", and the same holds at every trained width up to {max(x['width'] for x in pair)}" if every else ""
+        return (f"{who}: no frozen {unit} bank in the sweep (up to {top}) matches them, and by the fitted law none "
+                f"would: its floor is {100 - r['floor_acc']:.1f} % error, at or above their "
+                f"{100 - r['trained_acc']:.1f} %{tail}.")
+    return f"{who}: no exchange rate to a frozen {unit} bank ({r.get('why') or r['text']})."

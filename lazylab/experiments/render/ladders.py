@@ -1,0 +1,208 @@
+"""Which ladders ``lazylab render`` shows: yours (a preset, an explicit plan or a ``ladder --json`` file)
+and the paper ladder (from the memo when complete, else the shipped reference results).
+
+Nothing here draws; ``lazylab.render.report`` does. ``ladder_result`` computes the
+missing runs of your ladder; the paper ladder is never computed here.
+"""
+
+from __future__ import annotations
+
+from lazylab.errors import LazylabError
+from lazylab.experiments import Workspace
+from lazylab.experiments.render.results import Progress, _arm, _quiet, _StageReporter
+from lazylab.experiments.render.settings import LADDER_CHOICES, LadderSettings, load_ladder_json
+
+
+def _plan(preset: str | None, explicit: dict | None = None):
+    from lazylab.experiments.ladder import PRESETS, LadderPlan
+
+    if explicit is not None:
+        p = dict(explicit)
+        return LadderPlan(arms=tuple(_arm(n) for n in p["arms"]), widths=tuple(p["widths"]), seeds=tuple(p["seeds"]),
+                          epochs=p.get("epochs", 12), train_size=p.get("train_size", 60000), lr=p.get("lr"),
+                          fan_in=p.get("fan_in", "unit"))
+    p = PRESETS[preset]
+    # Exactly what `lazylab ladder --preset <preset>` runs with no other option.
+    return LadderPlan(arms=tuple(_arm(n) for n in p["arms"]), widths=p["widths"], seeds=p["seeds"], epochs=p["epochs"],
+                      train_size=p["train_size"], lr=None, fan_in="unit")
+
+
+def ladder_in_memo(ws: Workspace, plan) -> tuple[int, int]:
+    """``(runs present, runs missing)`` of a ladder plan, looking only in the memo."""
+    from lazylab.experiments.ladder import run_ladder
+
+    saved = ws.memo_only, ws.missing
+    ws.memo_only, ws.missing = True, []
+    try:
+        result = run_ladder(ws, plan)
+        missing = len({k for k in ws.missing if k.startswith("run-")})
+        # An arm whose whole bracket is missing has no rate: its cells were never looked up.
+        for a in result.arms:
+            if a.lr is None and plan.lr is None:
+                missing += len(plan.widths) * len(plan.seeds)
+        present = sum(1 for r in result.runs if not r.get("missing"))
+        missing = min(missing, plan.n_runs() - present)  # a missing bracket run is also an unlooked-up cell
+    finally:
+        ws.memo_only, ws.missing = saved
+    return present, missing
+
+
+def ladder_spec(ws: Workspace, s: LadderSettings) -> dict:
+    """Which ladder is shown: ``{"name", "plan" (LadderPlan), "plan_json", "note"}``.
+
+    ``auto`` looks in the memo only: the paper ladder if all its runs are
+    there, else the quick one (whose missing runs ``ladder_result`` computes).
+    A file (``s.source``) gives ``name`` ``"file"``, ``plan`` None and adds
+    ``"payload"``, its ``"sha256"`` and ``"path"``.
+    """
+    if s.source is not None:
+        payload, sha = load_ladder_json(s.source)
+        plan_json = {**payload["plan"], "plugins": {a["arm"]: a.get("plugin") for a in payload["arms"]}}
+        return {"name": "file", "plan": None, "plan_json": plan_json, "note": f"from {s.source}",
+                "payload": payload, "sha256": sha, "path": str(s.source)}
+    if s.plan is not None:
+        name, plan, note = "custom", _plan(None, dict(s.plan)), "an explicit plan"
+    elif s.preset == "auto":
+        name, plan = "quick", None
+        try:
+            paper = _plan("paper")
+            present, missing = ladder_in_memo(ws, paper)
+            if missing == 0:
+                name, plan, note = "paper", paper, "auto: every run of the paper preset is in the memo"
+            else:
+                note = (f"auto: the paper preset is not complete in the memo ({present} of its runs present, "
+                        f"at least {missing} missing), so the quick preset is shown")
+        except LazylabError as exc:  # a paper arm is not loaded (LAZYLAB_ARMS)
+            note = f"auto: the paper preset cannot be used ({exc}); the quick preset is shown"
+        if plan is None:
+            plan = _plan("quick")
+    elif s.preset in ("quick", "paper"):
+        name, plan, note = s.preset, _plan(s.preset), f"--preset {s.preset}"
+    else:
+        raise LazylabError(f"unknown ladder preset {s.preset!r}; choose one of {', '.join(LADDER_CHOICES)}")
+    plan_json = {"arms": [a.name for a in plan.arms], "plugins": {a.name: a.plugin for a in plan.arms},
+                 "widths": list(plan.widths), "seeds": list(plan.seeds), "lr": plan.lr, "data": ws.fingerprint,
+                 **plan.protocol()}
+    return {"name": name, "plan": plan, "plan_json": plan_json, "note": note}
+
+
+def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dict:
+    """The ladder's payload (``LadderResult.to_json()`` plus ``"analysis"``), computing missing runs.
+
+    Adds ``"computed"`` and ``"cached"`` (runs) and ``"name"``/``"note"`` (which ladder, why).
+    """
+    from lazylab.experiments.ladder import run_ladder
+    from lazylab.experiments.laws import analyse_ladder
+
+    if spec.get("payload") is not None:  # a ladder --json file: shown as written, nothing computed
+        return {**spec["payload"], "computed": 0, "cached": 0, "name": spec["name"], "note": spec["note"]}
+    plan = spec["plan"]
+    reporter = _StageReporter(progress, f"ladder ({spec['name']})")
+    result = run_ladder(ws, plan, reporter)
+    progress("ladder: laws and redundancy", 0, 1)
+    analysis = analyse_ladder(ws, result, plan.arms)
+    progress("ladder: laws and redundancy", 1, 1)
+    wall_analysis(ws, plan, result, analysis)
+    return {**result.to_json(), "analysis": analysis, "computed": reporter.computed, "cached": reporter.cached,
+            "name": spec["name"], "note": spec["note"]}
+
+
+def _from_memo(ws: Workspace, compute):
+    """``(compute(), complete)`` with the workspace in memo-only mode: nothing is computed."""
+    was, before = ws.memo_only, len(ws.missing)
+    ws.memo_only = True
+    try:
+        value = compute()
+    finally:
+        ws.memo_only = was
+    complete = len(ws.missing) == before
+    del ws.missing[before:]
+    return value, complete
+
+
+def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
+    """``(convex, grid)``: the plan's frozen arms' convex readouts (``run_convex_ladder``) and the
+    default ``redundancy_grid`` (yat and yat-data banks), each only if all of it is in the memo."""
+    import dataclasses
+
+    from lazylab.experiments.convex import run_convex_ladder
+    from lazylab.experiments.laws import redundancy_grid
+
+    frozen = tuple(a for a in plan.arms if not a.trained)
+    convex = None
+    if frozen:
+        convex, complete = _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))
+        convex = convex if complete else None
+    grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
+    return convex, grid if complete else None
+
+
+def memo_extras(ws: Workspace, plan) -> dict:
+    """``{"wall": bool, "redundancy_grid": bool}``: whether ``wall_analysis`` finds each in the memo."""
+    convex, grid = _memo_extras(ws, plan)
+    return {"wall": convex is not None, "redundancy_grid": grid is not None}
+
+
+def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
+    """Add what ``ladder --readout both`` and ``lazylab redundancy`` left in the memo for this ladder.
+
+    ``analysis["wall"]``: the wall table (``experiments.convex.wall``) when every frozen arm's convex
+    readout at the plan's widths and seeds (default lambda grid) is in the memo;
+    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` when all its measurements are.
+    Absent ones are left out: the report says how to add them.
+    """
+    from lazylab.experiments.convex import wall
+
+    convex, grid = _memo_extras(ws, plan)
+    if convex is not None:
+        analysis["wall"] = wall(result, convex)
+    if grid is not None:
+        analysis["redundancy_grid"] = grid
+
+
+def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
+    """Which paper ladder leads the report: ``{"source", "plan", "plan_json", "note", "provenance", "sha256", "path"}``.
+
+    ``source`` is ``"memo"`` when every run of the paper preset is in the memo, else
+    ``"reference"`` when the reference file (``reference``, default the shipped
+    ``lazylab/reference/paper.json``) loads, else ``"none"`` (``note`` says why). Nothing is trained.
+    """
+    import hashlib
+
+    from lazylab.reference import load_reference, reference_path
+
+    plan, why = None, ""
+    try:
+        plan = _plan("paper")
+        present, missing = ladder_in_memo(ws, plan)
+        if missing == 0:
+            plan_json = {"arms": [a.name for a in plan.arms], "plugins": {a.name: a.plugin for a in plan.arms},
+                         "widths": list(plan.widths), "seeds": list(plan.seeds), "lr": None, "data": ws.fingerprint,
+                         **plan.protocol()}
+            return {"source": "memo", "plan": plan, "plan_json": plan_json, "provenance": None, "sha256": None,
+                    "path": None, "note": f"every one of its {present} runs is in the memo at {ws.memo.directory}"}
+        why = f"the memo holds {present} of its runs, at least {missing} missing"
+    except LazylabError as exc:  # a paper arm is not loaded
+        why = str(exc)
+    path = reference or reference_path()
+    try:
+        doc = load_reference(path)
+    except LazylabError as exc:
+        return {"source": "none", "plan": None, "plan_json": None, "provenance": None, "sha256": None,
+                "path": str(path), "note": f"not complete in the memo ({why}) and {exc}"}
+    from pathlib import Path
+
+    sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return {"source": "reference", "plan": None, "plan_json": doc["payload"]["plan"], "provenance": doc["provenance"],
+            "sha256": sha, "path": str(path), "doc": doc,
+            "note": f"the memo does not hold the whole paper ladder ({why}), so the shipped reference results are shown"}
+
+
+def paper_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dict | None:
+    """The paper ladder's payload (as ``ladder_result``) from the memo or the reference file; None if neither."""
+    if spec["source"] == "memo":
+        return ladder_result(ws, {"name": "paper", "plan": spec["plan"], "note": spec["note"]}, progress)
+    if spec["source"] == "reference":
+        return {**spec["doc"]["payload"], "computed": 0, "cached": 0, "name": "paper", "note": spec["note"],
+                "provenance": spec["provenance"]}
+    return None

@@ -1,0 +1,232 @@
+"""The ladder sections of the report page: the paper ladder that leads it, and one block per ladder (its exchange
+rate and warnings, the accuracy table with its ladder-law fits, figures, unstable runs, movement law, gap,
+the wall and redundancy).
+
+Each takes a job's manifest entry (``lazylab.render.report.Renderer``: ``entry["data"]`` is the ladder
+payload without its run records, ``entry["files"]`` the pictures drawn) and returns HTML.
+"""
+
+from __future__ import annotations
+
+from lazylab.analysis import movement_law_or_why
+from lazylab.render.html_parts import _e, _f, _img, _provenance, _table
+
+
+_ACCURACY_CAPTION = ("Test accuracy (best epoch, %) vs width m (log x), mean over seeds with their std as error "
+                     "bars; trained arms dashed; reference rungs dotted (outside values, not run here).")
+
+
+def _unstable_mark(cell: dict) -> str:
+    """`` <span class=unstable>`` naming how many seeds of a cell are unstable (contract: ``cell["unstable"]``), or ``""``."""
+    k = cell.get("unstable") or 0
+    if not k:
+        return ""
+    return (f' <span class="unstable" title="{k} of {cell.get("n", "?")} seeds unstable: training loss above ln 10 at '
+            f'the best epoch, or rising far above its minimum">⚠ {k} unstable</span>')
+
+
+def _unstable_table(d: dict, pid: str) -> str:
+    """The unstable runs (``_payload_data``'s ``unstable_runs``) with their one-line reasons; ``""`` if none."""
+    runs = d.get("unstable_runs") or []
+    if not runs:
+        return ""
+    rows = [[_e(r["arm"]), _e(r["width"]), _e(r["seed"]), _f(r["lr"], "g"), _f(r.get("best_acc")),
+             '<span class="unstable">⚠ unstable</span> ' + _e(r["unstable"])] for r in runs]
+    return ("<h3>Unstable runs</h3><p class=note>Training loss at the best epoch above chance (ln 10), or rising far "
+            "above its minimum. Kept in every table and fit (the protocol's bracket rule is unchanged, SPEC section 5) and "
+            "marked ⚠; bracket runs at other rates (m = 256, seed 0) are listed too, with their lr.</p>"
+            + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
+
+
+def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
+    """The study's answer for one ladder: ``analysis["exchange"]`` (sentence, then ``after_sentence`` (HTML), then a
+    table of each trained arm and width against the frozen width of the same unit that matches it; ``text`` shown
+    verbatim) and ``analysis["warnings"]``."""
+    a = d["analysis"]
+    ex = a.get("exchange")
+    out = []
+    if not ex:
+        out += ["<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
+                "<code>lazylab ladder ... --json</code> with this version adds it.</p>", after_sentence]
+    else:
+        if ex.get("sentence"):
+            out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
+        out.append(after_sentence)
+        rows = [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
+                 _e(r.get("text")), _f(r.get("floor_acc"))] for r in ex.get("rows") or []]
+        if rows:  # without rows the sentence already says there is no pair
+            out.append(_table(["trained arm", "m", "trained acc (%)", "frozen bank", "frozen width that matches it",
+                               "frozen law's limit (acc %)"], rows, f"{pid}exchange-table", left={0, 3, 4}))
+    warnings = a.get("warnings") or []
+    if warnings:
+        out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
+    return out
+
+
+def _paper_section(e: dict | None, yours: dict | None = None) -> str:
+    """The page's lead: the paper ladder, from the memo or the shipped reference results (labelled), its
+    exchange-rate sentence, its accuracy figure beside that of your ladder (``yours``, the ladder job's entry),
+    the exchange table and warnings first; then its tables."""
+    if not e or e["data"].get("source") in (None, "none"):
+        note = (e or {}).get("data", {}).get("note", "no paper ladder")
+        return (f"<p class=note>No paper ladder to show: {_e(note)}. <code>lazylab ladder</code> computes it (hours on "
+                "two cores); a release ships it as <code>lazylab/reference/paper.json</code>.</p>")
+    d = e["data"]
+    prov = d.get("provenance") or {}
+    if d["source"] == "reference":
+        label = (f'<div class="source" id="paper-source"><b>Shipped reference results</b>, not computed on this machine: '
+                 f"{_e(prov.get('runs'))} runs computed {_e(prov.get('when'))} (UTC) on {_e(prov.get('where'))} by "
+                 f"lazylab {_e(prov.get('lazylab'))} (<code>{_e(prov.get('code'))}</code>), "
+                 f"<code>{_e(prov.get('command'))}</code>; data fingerprint <code>{_e(prov.get('data'))}</code>. "
+                 "Once every run of the paper preset is in your memo, this section shows yours instead.</div>")
+    else:
+        label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
+                 f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
+    figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _ACCURACY_CAPTION)
+    if yours and yours["data"].get("name") != "paper":
+        figures += _img(yours, "ladder_accuracy.png", "your ladder: accuracy vs width",
+                        f'<b>Your ladder</b> ({_e(yours["data"].get("name"))}; its tables are in '
+                        '<a href="#ladder">Your ladder</a>). ' + _ACCURACY_CAPTION)
+    return "\n".join([label, *_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>'),
+                      _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
+
+
+def _published_block(d: dict) -> str:
+    """The published study's numbers against this ladder's (``lazylab.published.compare``), with the why of each
+    difference."""
+    from lazylab.published import AGREE_POINTS, compare
+
+    rows = [[_e(r["what"]), _e(r["published"]), _e(r["ours"]),
+             _f(r["difference"], "+.2f"), f'<span class="{"pass" if r["verdict"] == "agrees" else "fail"}">'
+             f'{_e(r["verdict"])}</span>', _e(r["why"] or "-")] for r in compare(d)]
+    if not rows:
+        return ""
+    return ("<h3>Against the published numbers</h3>"
+            f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within 0.05 in "
+            "mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column says what this "
+            "project measured about it (docs/results.md).</p>"
+            + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
+                     "published-table", left={0, 5}))
+
+
+def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
+    """One ladder's block: (unless ``lead``, which puts them in ``_paper_section``) the exchange rate and warnings,
+    then its table, figures, unstable runs, movement law, gap, wall and redundancy. ``pid`` prefixes every
+    table id; ``stem`` the figure files (``<stem>_accuracy.png``).
+    """
+    if not e:
+        return "<p class=note>No ladder.</p>"
+    d = e["data"]
+    plan = d["plan"]
+    widths = [int(w) for w in plan["widths"]]
+    law = d["analysis"]["ladder_law"]
+    rows, not_fitted = [], []
+    for a in d["arms"]:
+        cells = []
+        for w in widths:
+            c = a["cells"].get(str(w))
+            if c is None or c.get("mean") is None:
+                cells.append("diverged" if c else "-")
+            else:
+                cells.append(f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") + _unstable_mark(c))
+        f = law.get(a["arm"], {})
+        if "skipped" in f or not f:
+            fit = ["-", "-", "-", "-", _e(",".join(map(str, f.get("widths", []))) or "-")]
+            not_fitted.append(f"{_e(a['arm'])}: {_e(f.get('skipped', 'no data'))}")
+        else:
+            fit = [_f(f["floor"]), _f(f["c"], ".3g"), _f(f["alpha"], ".3f") + (" (at bound)" if f.get("at_bound") else ""),
+                   _f(f["r2"], ".4f"), _e(",".join(map(str, f.get("widths", []))))]
+        rows.append([_e(a["arm"]), "diverged" if a["lr"] is None else _f(a["lr"], "g"), *cells, *fit])
+    header = ["arm", "lr", *[f"m={w}" for w in widths], "floor (%)", "c", "alpha", "R²", "widths fitted"]
+    seeds = ",".join(map(str, plan["seeds"]))
+    out = [] if lead else _exchange_block(d, pid)
+    out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, mean ± std over "
+           f"seeds {_e(seeds)}; {plan['epochs']} epoch{'s' if plan['epochs'] != 1 else ''} on {plan['train_size']:,} "
+           f"training images; " + (f"every rate fixed at {plan['lr']:g}. " if plan.get("lr") is not None else
+                                   "each arm's rate bracketed at m = 256, seed 0 over its grid. ") + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
+           f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
+           _table(header, rows, f"{pid}ladder-table", left={0, -1})]
+    if not_fitted:  # the reason below the table, not in a column
+        out.append(f'<p class=note id="{pid}law-notes">Ladder law not fitted: ' + "; ".join(not_fitted) + ".</p>")
+    if not lead:
+        out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _ACCURACY_CAPTION))
+    out += [_unstable_table(d, pid),
+            _img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
+                 "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]
+    mv, ml = d["analysis"].get("movement") or {}, d["analysis"].get("movement_law") or {}
+    if mv:
+        mw = sorted({int(w) for per in mv.values() for w in per})
+        laws = {arm: movement_law_or_why(ml.get(arm)) for arm in mv}
+        rows = [[_e(arm), *[_f(per.get(str(w), {}).get("mean"), ".4g") for w in mw],
+                 _f(laws[arm].get("slope"), ".3f"), _f(laws[arm].get("r2"), ".4f")] for arm, per in mv.items()]
+        out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table")]
+        skipped = [f"{_e(arm)}: {_e(law['skipped'])}" for arm, law in laws.items() if "skipped" in law]
+        if skipped:  # the reason below the table, not in a column
+            out.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
+    gap = d["analysis"].get("gap") or {}
+    if gap:
+        gw = sorted({int(w) for g in gap.values() for w in g["per_width"]})
+        rows = [[_e(n), *[_f(g["per_width"].get(str(w)), "+.2f") for w in gw], _e(g.get("largest_at")), _e(g.get("smallest_at"))]
+                for n, g in gap.items()]
+        out += ["<h3>Gap: trained − frozen accuracy (points)</h3>",
+                _table(["pair", *[f"m={w}" for w in gw], "largest at", "smallest at"], rows, f"{pid}gap-table")]
+    else:
+        out.append("<p class=note>No frozen/trained pair sharing unit and init in this ladder: no gap.</p>")
+    out += _wall_section(e, pid, stem)
+    red = d["analysis"].get("redundancy") or {}
+    if red:
+        rows = [[_e(b), _f(r.get("mean_abs_corr"), ".4f"), _f(r.get("participation_ratio"), ".1f"), _e(r.get("n", ""))]
+                for b, r in red.items()]
+        s = d["analysis"]["settings"]
+        out += [f"<h3>Redundancy of each frozen bank (m = {s['redundancy_width']})</h3>",
+                _table(["bank", "mean |off-diagonal corr|", "participation ratio", "images"], rows, f"{pid}redundancy-table")]
+    out.append(_provenance(e))
+    return "\n".join(o for o in out if o)
+
+
+def _wall_section(e: dict, pid: str = "", stem: str = "ladder") -> list[str]:
+    """The wall (protocol readout against the convex optimum) and the redundancy grid, when the memo has them."""
+    d = e["data"]
+    w = d["analysis"].get("wall")
+    out = ["<h3>The wall: protocol readout against the convex optimum</h3>"]
+    plan = d["plan"]
+    if not w:
+        frozen = [a["arm"] for a in d["arms"] if not a["arm"].endswith("-trained")]
+        if d.get("name") in ("quick", "paper"):
+            command = f"lazylab ladder --preset {d['name']} --readout both"
+        else:
+            command = (f"lazylab ladder --arms {','.join(frozen)} --widths {','.join(map(str, plan['widths']))} "
+                       f"--seeds {','.join(map(str, plan['seeds']))} --epochs {plan['epochs']} "
+                       f"--train-size {plan['train_size']}" + (f" --lr {plan['lr']:g}" if plan.get("lr") else "")
+                       + " --readout both")
+        out.append("<p class=note>" + ("Not in the memo for this ladder: <code>" + _e(command) + "</code> adds it "
+                                       "(docs/convex.md).</p>" if frozen else "This ladder has no frozen arm.</p>"))
+    else:
+        rows = [[_e(arm), _e(width), _f(r["best_acc"]), _f(r["final_acc"]), _f(r["convex_acc"]), _f(r["gap"], "+.2f"),
+                 _f(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *")]
+                for arm, per in w["arms"].items() for width, r in per.items()]
+        epochs = plan["epochs"]
+        out += [f"<p>Each frozen bank's head, read out by the protocol ({epochs} AdamW epoch{'s' * (epochs != 1)}, best "
+                "epoch) and fitted to the optimum of cross-entropy + L2 (L-BFGS, lambda chosen on held-out training "
+                "images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
+                "* : the solve ended on the objective-change rule or the iteration cap, not the gradient rule.</p>",
+                _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
+                       rows, f"{pid}wall-table"),
+                _img(e, f"{stem}_wall.png", "protocol and convex readouts vs width",
+                     "Per frozen arm: protocol best_acc (solid) and the convex optimum's test accuracy (dashed) vs width, "
+                     "the gap shaded.")]
+    grid = d["analysis"].get("redundancy_grid")
+    if grid:
+        rows = [[_e(r["bank"]), _e(r["fan_in"]), _e(r["sample"]),
+                 f"{r['mean_abs_corr']['mean']:.3f} ± {r['mean_abs_corr']['std']:.3f}",
+                 f"{r['participation_ratio']['mean']:.1f} ± {r['participation_ratio']['std']:.1f}"] for r in grid]
+        g = grid[0]
+        out += [f"<h3>Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {_e(','.join(map(str, g['seeds'])))})</h3>",
+                "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
+                "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
+                "that seed no unit the data bank is the more redundant one (docs/results.md).</p>",
+                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, f"{pid}redundancy-grid", left={0, 1, 2})]
+    else:
+        out.append("<p class=note>Redundancy for each fan-in and image sample: not in the memo; <code>lazylab "
+                   "redundancy</code> adds it (docs/results.md, \"Redundancy, reconciled\").</p>")
+    return out
