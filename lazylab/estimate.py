@@ -42,6 +42,9 @@ COMMAND_S = 6.0
 # machine: the quick preset (widest frozen features 0.27 GiB) peaked at 2.62 GiB, the
 # paper preset (2.14 GiB) at 5.38 GiB (docs/performance.md).
 PEAK_BASE_BYTES = int(2.2 * 2**30)
+# The same base for trajectory, gram and readout, which hold no ladder: their peaks measured
+# 1.28, 0.81 and 1.05 GiB on the 2-core machine (2026-12-03).
+STUDY_BASE_BYTES = 2**30
 FEATURE_PEAK_FACTOR = 1.5  # the features held, plus the steps' gathered copies
 RECORD_BYTES = 4096  # one run record in the memo (curves, losses, scalars, movement): 2-4 KiB
 DATA_COPY_BYTES = 55_000_000  # the parsed Fashion-MNIST copy a memo keeps (memo/data/<fingerprint>)
@@ -410,20 +413,22 @@ def trajectory_estimate(ws, plan, backend: str = "local", cal: Calibration | Non
     """The estimate of ``lazylab trajectory`` (``run_trajectory(ws, plan)``): brackets, trajectories, two GIFs."""
     pricer = Pricer(cal or calibration())
     return _estimate("trajectory", ws, [_trajectories(ws, plan, pricer)], 2 * (plan.epochs + 1) * GIF_FRAME_S,
-                     pricer, backend)
+                     pricer, backend, STUDY_BASE_BYTES)
 
 
 def gram_estimate(ws, arm, cfg, cal: Calibration | None = None) -> Estimate:
     """The estimate of ``lazylab gram`` for ``cfg`` (``experiments.gram.gram_config``): crude."""
     pricer = Pricer(cal or calibration())
-    return _estimate("gram", ws, [_gram(ws, arm, cfg, pricer)], cfg.frames * GIF_FRAME_S, pricer)
+    return _estimate("gram", ws, [_gram(ws, arm, cfg, pricer)], cfg.frames * GIF_FRAME_S, pricer,
+                     base_bytes=STUDY_BASE_BYTES)
 
 
 def readout_estimate(ws, arm, configs: list, cal: Calibration | None = None) -> Estimate:
     """The estimate of ``lazylab readout`` for ``configs`` (``experiments.readout.readout_configs``): crude."""
     pricer = Pricer(cal or calibration())
     frames = configs[0].steps // configs[0].eval_every + 1 if configs else 0
-    return _estimate("readout", ws, [_readouts(ws, arm, configs, pricer)], frames * GIF_FRAME_S, pricer)
+    return _estimate("readout", ws, [_readouts(ws, arm, configs, pricer)], frames * GIF_FRAME_S, pricer,
+                     base_bytes=STUDY_BASE_BYTES)
 
 
 def ntk_lab_estimate(ws, cfg, widths: tuple = (), seeds: tuple = (), gif: bool = True,
