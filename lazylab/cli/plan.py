@@ -38,12 +38,15 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
 
     cal = calibration(measure_now=measure)
     limit = ws.memo.feature_limit if ws is not None else None
+    address = getattr(kw.get("backend"), "address", None)
     backend = "ray" if type(kw.get("backend")).__name__ == "RayBackend" else "local"
-    if command == "ladder":
-        return E.ladder_estimate(ws, kw["plan"], backend, limit, cal, readout=kw.get("readout", "adamw"),
-                                 lambdas=kw.get("lambdas"))
-    if command == "trajectory":
-        return E.trajectory_estimate(ws, kw["plan"], backend, cal)
+    if command in ("ladder", "trajectory"):
+        est = (E.ladder_estimate(ws, kw["plan"], backend, limit, cal, readout=kw.get("readout", "adamw"),
+                                 lambdas=kw.get("lambdas")) if command == "ladder"
+               else E.trajectory_estimate(ws, kw["plan"], backend, cal))
+        if address:
+            est.notes.append(f"the Ray cluster at {address} is priced as a local Ray on this machine's cores")
+        return est
     if command == "gram":
         return E.gram_estimate(ws, kw["arm"], kw["cfg"], cal)
     if command == "readout":
