@@ -21,7 +21,22 @@ os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Nor the user's memo (~/.cache/lazylab/memo by default, lazylab.cache.default_dir): a command run
 # without --cache-dir uses a throwaway one (memo_dir gives a test its own).
 os.environ["LAZYLAB_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-memo-")
+# Nor the user's calibration (lazylab.calibration): a throwaway cache home holding the development
+# machine's figures as this machine's, so no command in a test spends 25-55 s measuring it.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="lazylab-test-home-")
 xla_cache.enable()
+
+
+def _keep_reference_calibration() -> None:
+    import dataclasses
+
+    from lazylab import calibration
+    from lazylab.config import code_identity
+
+    calibration.save(dataclasses.replace(calibration.REFERENCE, code=code_identity(), cores=os.cpu_count() or 1))
+
+
+_keep_reference_calibration()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  width_option, widths_option)
 from lazylab.cli.output import (analysis_tables, backend_note, count, exchange_parts, ladder_table, law_table, num, out,
                                 prepare_json, wall_tables, write_csv, write_json)
-from lazylab.cli.plan import announce, dry_run_option, estimate_for, show_plan
+from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, ProgressReporter, sweep
 from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
@@ -117,15 +117,11 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
                            f"({', '.join(a.name for a in plan.arms)})")
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
-    if dry_run:
-        show_plan(estimate_for("ladder", ws, plan=plan, readout=readout, backend=backend), json_path)
+    if plan_first(dry_run, json_path, "ladder", ws, plan=plan, readout=readout, backend=backend, lambdas=lambdas):
         return
-    prepare_json(json_path)
     if csv_path is not None:
         writable_file(csv_path, "--csv")
     out_dir = None if no_figures else writable_dir(out_dir or default_out() / "ladder", "--out")
-    if not report:
-        announce(estimate_for("ladder", ws, plan=plan, readout=readout, backend=backend))
     if readout == "convex":
         _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain)
         return

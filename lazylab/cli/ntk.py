@@ -12,7 +12,7 @@ from lazylab.cli.options import (MAX_AMPLITUDE, MAX_SEED, MAX_WIDTH, IntList, Nt
                                  epochs_option, finite, json_option, list_option, lr_option, out_option, seed_option,
                                  train_size_option, width_option)
 from lazylab.cli.output import out, prepare_json, write_json
-from lazylab.cli.plan import announce, dry_run_option, estimate_for, show_plan
+from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display
 from lazylab.paths import writable_dir, write_text_atomically
 
@@ -79,12 +79,9 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
         cfg = LabConfig(width=widths[0], lr=0.05 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
                         data_seed=data_seed).validate()
         seeds = list(range(seed, seed + sweep_seeds))
-        if dry_run:
-            show_plan(estimate_for("ntk-lab", None, cfg=cfg, widths=widths, seeds=seeds), json_path)
+        if plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=widths, seeds=seeds):
             return
-        prepare_json(json_path)
         out_dir = _ntk_out(out_dir)
-        announce(estimate_for("ntk-lab", None, cfg=cfg, widths=widths, seeds=seeds))
         with Display() as display:
             task = display.task("sweep", total=len(widths) * len(seeds))
             sw = sweep(cfg, widths, seeds, on_run=lambda w, s: display.update(task, advance=1, say=f"m={w} seed={s}"))
@@ -109,10 +106,8 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
 
     cfg = LabConfig(width=width, lr=0.5 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
                     data_seed=data_seed, frames=frames).validate()
-    if dry_run:
-        show_plan(estimate_for("ntk-lab", None, cfg=cfg, widths=(width,), seeds=(seed,)), json_path)
+    if plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=(width,), seeds=(seed,)):
         return
-    prepare_json(json_path)
     out_dir = _ntk_out(out_dir)
     res = run_lab(cfg)
     s = res.summary()

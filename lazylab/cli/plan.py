@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from lazylab.cli import progress
-from lazylab.cli.output import count, err, out, write_json
+from lazylab.cli.output import count, err, out, prepare_json, write_json
 from lazylab.cli.progress import duration
 
 ANNOUNCE_S = 600.0  # a computing command estimated above this (10 minutes) says so first
@@ -36,6 +36,11 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
     from lazylab.calibration import calibration
     from lazylab.errors import LazylabError
 
+    from lazylab.calibration import REFERENCE, calibration_path
+
+    if measure and calibration(measure_now=False) is REFERENCE:  # never measured here: say why this takes a while
+        err.print(f"measuring this machine once for estimates (about 30 s; kept in {calibration_path()})",
+                  soft_wrap=True)
     cal = calibration(measure_now=measure)
     limit = ws.memo.feature_limit if ws is not None else None
     address = getattr(kw.get("backend"), "address", None)
@@ -108,6 +113,19 @@ def _values(name: str, values: list) -> str:
     v = sorted(set(values))
     text = ", ".join(map(str, v)) if len(v) <= 4 else f"{v[0]} ... {v[-1]} ({len(v)} values)"
     return f"m = {text}" if name == "m" else f"{name}{'s' if len(v) > 1 else ''} {text}"
+
+
+def plan_first(dry_run: bool, json_path, command: str, ws, **kw) -> bool:
+    """What every computing command does before computing. With ``--dry-run``: print the plan
+    (``show_plan``) and return True, the command stops there. Otherwise: check ``--json PATH``,
+    print the one-line estimate of a job over 10 minutes (``announce``; this machine is not
+    measured for it, see ``estimate_for``) and return False."""
+    if dry_run:
+        show_plan(estimate_for(command, ws, **kw), json_path)
+        return True
+    prepare_json(json_path)
+    announce(estimate_for(command, ws, measure=False, **kw))
+    return False
 
 
 def announce(est) -> None:

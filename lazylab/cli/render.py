@@ -11,7 +11,7 @@ from rich.table import Table
 from lazylab.cli.options import (arms_option, cache_limit_option, data_options, default_out, epochs_option,
                                  parse_arms, seeds_option, widths_option)
 from lazylab.cli.output import out
-from lazylab.cli.plan import announce, dry_run_option, estimate_for, show_plan
+from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, stage_ticker
 from lazylab.paths import writable_dir
 
@@ -72,11 +72,9 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
 
     t0 = time.perf_counter()
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
-    if dry_run:
-        show_plan(estimate_for("render", ws, settings=settings, stages=stages), None)
+    if plan_first(dry_run, None, "render", ws, settings=settings, stages=stages):
         return
     out_dir = writable_dir(out_dir or default_out() / "render", "--out")
-    announce(estimate_for("render", ws, settings=settings, stages=stages))
     entries, page = [], None
     with Display() as display:
         renderer = Renderer(ws, out_dir, settings, stage_ticker(display), redraw=redraw)
@@ -146,9 +144,10 @@ def render():
 
 
 @render.command("gifs")
+@dry_run_option
 @_from_option
 @_render_options
-def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
+def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json, dry_run):
     """Gram crystallization, readout race, prototype travel, trajectory curves and the NTK lab as looping GIFs.
 
     \b
@@ -156,7 +155,7 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json):
       lazylab render gifs
       lazylab render gifs --from gram.json --out /tmp/pictures   # the gram of `lazylab gram --json gram.json`
     """
-    _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json))
+    _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json), dry_run=dry_run)
 
 
 def _computing_command(name: str, stages: tuple, doc: str):

@@ -10,8 +10,8 @@ from rich.table import Table
 from lazylab.cli.options import (MAX_WIDTH, arms_option, backend_options, data_options, default_out, epochs_option,
                                  fan_in_option, json_option, list_option, lr_option, make_backend, out_option,
                                  parse_arms, seed_option, train_size_option, width_option, widths_option)
-from lazylab.cli.output import backend_note, count, gif_facts, gif_line, out, prepare_json, write_json, write_results
-from lazylab.cli.plan import announce, dry_run_option, estimate_for, show_plan
+from lazylab.cli.output import backend_note, count, gif_facts, gif_line, out, write_json, write_results
+from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, stage_ticker, sweep
 from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir
@@ -58,12 +58,9 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     validate(plan)
     ws = Workspace(data_dir, cache_dir)
     ws.backend = backend
-    if dry_run:
-        show_plan(estimate_for("trajectory", ws, plan=plan, backend=backend), json_path)
+    if plan_first(dry_run, json_path, "trajectory", ws, plan=plan, backend=backend):
         return
-    prepare_json(json_path)
     out_dir = writable_dir(out_dir or default_out() / "trajectory", "--out")
-    announce(estimate_for("trajectory", ws, plan=plan, backend=backend))
     result, reporter = sweep(backend, run_trajectory, ws, plan, "trajectory")
     for line in ws.memo.problems:
         click.echo(line, err=True)
@@ -153,12 +150,9 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     ws = Workspace(data_dir, cache_dir)
     cfg = gram_config(ws, arm, max_units=max_units, frames=frames, classes=class_ids, per_class=per_class,
                       seed=seed, ref_units=ref_units, fit_min=fit_min, repeats=repeats)
-    if dry_run:
-        show_plan(estimate_for("gram", ws, arm=arm, cfg=cfg), json_path)
+    if plan_first(dry_run, json_path, "gram", ws, arm=arm, cfg=cfg):
         return
-    prepare_json(json_path)
     out_dir = writable_dir(out_dir or default_out() / "gram", "--out")
-    announce(estimate_for("gram", ws, arm=arm, cfg=cfg))
     result, info = _compute_then_draw(ws, lambda tick: run_gram(ws, arm, cfg, tick), gram_gif, out_dir / "gram.gif")
     payload = {**result.to_json(), "gif": gif_facts(info)}
     write_results(out_dir, "gram", {**payload, "rows": result.rows()})
@@ -226,12 +220,9 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     ws = Workspace(data_dir, cache_dir)
     configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
                               train_size=train_size)
-    if dry_run:
-        show_plan(estimate_for("readout", ws, arm=arm, configs=configs), json_path)
+    if plan_first(dry_run, json_path, "readout", ws, arm=arm, configs=configs):
         return
-    prepare_json(json_path)
     out_dir = writable_dir(out_dir or default_out() / "readout", "--out")
-    announce(estimate_for("readout", ws, arm=arm, configs=configs))
     result, info = _compute_then_draw(ws, lambda tick: run_readout(ws, arm, configs, tick), readout_gif,
                                       out_dir / "readout.gif")
     payload = {**result.to_json(), "gif": gif_facts(info)}
