@@ -35,6 +35,7 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
         raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
     return tuple(sorted(given, reverse=True))
 
+
 @click.command()
 @click.option("--preset", type=click.Choice(["paper", "quick"]), default="paper", show_default=True,
               help="Values of every option not given (the table above).")

@@ -322,6 +322,7 @@ class NtkTimes(click.ParamType):
             self.fail("times must be strictly increasing", param, ctx)
         return ts
 
+
 # ----------------------------------------------------------- path options
 class CheckedPath(click.Path):
     """A ``click.Path`` that also refuses an empty path and a component over ``NAME_MAX`` bytes.

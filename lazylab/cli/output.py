@@ -194,6 +194,7 @@ def exchange_parts(exchange: dict | None) -> list:
               + [f"{'*' * (i + 1)} {n}" for i, n in enumerate(notes)])
     return [table, exchange["sentence"]]
 
+
 def law_table(title: str, laws: dict, first: str = "curve") -> Table:
     """One row per curve: widths fitted, floor, c, alpha, R^2; why a law was not fitted, and
     an alpha at its search bound, as notes below the table."""
