@@ -278,6 +278,15 @@ def _read_features(handle) -> dict[str, np.ndarray]:
     return arrays
 
 
+class UniqueLines(list):
+    """A list of one-line notes that keeps each distinct line once (an estimate and the run
+    that follows it may meet the same bad entry)."""
+
+    def append(self, line: str) -> None:
+        if line not in self:
+            super().append(line)
+
+
 class Memo:
     """Memoized results keyed by a config hash, plus a capped store of feature matrices.
 
@@ -291,7 +300,7 @@ class Memo:
 
     def __init__(self, directory: Path | str | None = None, feature_limit: int | None = None):
         self.directory = Path(directory) if directory else default_dir()
-        self.problems: list[str] = []  # one line per corrupt entry met
+        self.problems: list[str] = UniqueLines()  # one line per corrupt entry met, however often it is read
         if not directory and not os.environ.get("LAZYLAB_CACHE"):
             note = legacy_note(self.directory)
             if note:

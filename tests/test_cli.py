@@ -211,7 +211,8 @@ def test_ladder_help_shows_each_presets_values_as_the_presets_hold_them():
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("8,16,32", (8, 16, 32)), ("8,16,...,128", (8, 16, 32, 64, 128)), ("10,20,...,50", (10, 20, 30, 40, 50)),
+    ("8,16,32", (8, 16, 32)), ("8,16,...,128", (8, 16, 32, 64, 128)), ("10,15,...,30", (10, 15, 20, 25, 30)),
+    ("2,6,...,54", (2, 6, 18, 54)),
     ("0-2", (0, 1, 2)), ("0-2,5", (0, 1, 2, 5)), ("16,32,...,8192", (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)),
 ])
 def test_one_list_syntax_expands_progressions_and_ranges(text, expected):
@@ -221,7 +222,7 @@ def test_one_list_syntax_expands_progressions_and_ranges(text, expected):
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("8,16,...,100", "not on the progression"), ("5-2", "backwards"), ("8,...,16", "a,b,...,z"),
+    ("8,16,...,100", "not on the progression"), ("10,20,...,50", "not on the progression"), ("5-2", "backwards"), ("8,...,16", "a,b,...,z"),
     ("0-200000", "more than"), ("a,b", "expected integers"),
 ])
 def test_a_bad_list_is_one_line_naming_the_problem(text, needle, capsys):

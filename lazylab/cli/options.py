@@ -21,9 +21,10 @@ NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, 
 
 
 def parse_int_list(text: str) -> tuple[int, ...]:
-    """The one list syntax of every integer list option: ``8,16,32``; ``8,16,...,1024`` (the
-    geometric progression of ratio b/a when it reaches z, else the arithmetic one of step b - a);
-    ``0-2`` (every integer from 0 to 2). Raises ``ValueError`` with a one-line reason."""
+    """The one list syntax of every integer list option: ``8,16,32``; ``8,16,...,1024`` (geometric,
+    ratio b/a, when b is a multiple of a: a doubling; else arithmetic, step b - a: ``10,15,...,30``);
+    ``0-2`` (every integer from 0 to 2). Raises ``ValueError`` with a one-line reason, also when
+    z is not on the progression (``8,16,...,1000`` is a typo, not 125 widths)."""
     items = [v.strip() for v in str(text).split(",")]
     if not any(items):
         raise ValueError("expected a comma-separated list of integers, got nothing")
@@ -37,15 +38,13 @@ def parse_int_list(text: str) -> tuple[int, ...]:
             raise bad from None
         if not a < b <= z:
             raise ValueError(f"a progression a,b,...,z needs a < b <= z, got {text!r}")
-        for step in ((lambda v: v * (b // a)) if a > 0 and b % a == 0 else None, lambda v: v + (b - a)):
-            if step is None:
-                continue
-            seq = [a]
-            while seq[-1] < z and len(seq) <= MAX_LIST:
-                seq.append(step(seq[-1]))
-            if seq[-1] == z:
-                return tuple(seq)
-        raise ValueError(f"{z} is not on the progression {a},{b},...")
+        ratio = b // a if a > 0 and b % a == 0 else None
+        seq = [a]
+        while seq[-1] < z and len(seq) <= MAX_LIST:
+            seq.append(seq[-1] * ratio if ratio else seq[-1] + (b - a))
+        if seq[-1] != z:
+            raise ValueError(f"{z} is not on the progression {a},{b},... ({', '.join(map(str, seq[-2:]))} around it)")
+        return tuple(seq)
     ints: list[int] = []
     for item in items:
         lo, dash, hi = item.partition("-")
