@@ -37,7 +37,9 @@ def writable_file(path: str | Path, option: str) -> Path:
     """Check that the file ``path`` can be written (its folder is created); returns it.
 
     Raises: LazylabError naming ``option`` if ``path`` is empty, ``-`` (standard output is not a file
-      here), a directory, or its folder is not writable.
+      here), a directory, something else that is not a regular file (a device such as /dev/null, a
+      FIFO: a write by rename would replace it), or its folder is not writable. A symbolic link is
+      written through, to its target.
     """
     if str(path) in ("", "."):
         raise LazylabError(f"{option}: empty path")
@@ -46,8 +48,18 @@ def writable_file(path: str | Path, option: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise LazylabError(f"{option}: {path} is a directory, not a file")
-    writable_dir(path.parent, option)
+    _regular_or_absent(path, option)
+    writable_dir(path.resolve().parent, option)
     return path
+
+
+def _regular_or_absent(path: Path, option: str | None) -> Path:
+    """``path`` with a symbolic link followed; LazylabError if it exists and is not a regular file."""
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not target.is_file():
+        where = f"{option}: " if option else ""
+        raise LazylabError(f"{where}{path} is not a regular file (a device, a FIFO or a socket); give a file path")
+    return target
 
 
 def write_atomically(path: str | Path, write, option: str | None = None) -> Path:
@@ -55,11 +67,13 @@ def write_atomically(path: str | Path, write, option: str | None = None) -> Path
 
     ``write`` takes the temporary path (a name ending in ``.tmp`` plus ``path``'s suffix,
     so that writers choosing a format by suffix pick the right one). On any failure the
-    temporary file is removed, and the old ``path``, if any, is left as it was.
+    temporary file is removed, and the old ``path``, if any, is left as it was. A symbolic link
+    is written through (its target is replaced).
     Raises: LazylabError (one line, naming ``option`` if given, and the reason) when
-    the file cannot be written: a full disk, a read-only folder, a name too long.
+    the file cannot be written: a full disk, a read-only folder, a name too long, or
+    ``path`` is not a regular file (a device, a FIFO).
     """
-    path = Path(path)
+    path = _regular_or_absent(Path(path), option)  # a rename would replace a link or a device node
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
     try:
         write(tmp)

@@ -228,3 +228,21 @@ def test_one_list_syntax_expands_progressions_and_ranges(text, expected):
 def test_a_bad_list_is_one_line_naming_the_problem(text, needle, capsys):
     code, _, err = run(capsys, "readout", "--widths", text)
     assert_one_line_error(code, err, "--widths", needle)
+
+
+def test_json_never_replaces_a_device_a_fifo_or_a_symbolic_link(capsys, tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "arms", "--json", fifo)
+    assert_one_line_error(code, err, "--json", "not a regular file")
+    assert fifo.is_fifo()
+    code, _, err = run(capsys, "data", "info", "--json", "/dev/null")
+    assert_one_line_error(code, err, "--json", "/dev/null", "not a regular file")
+    target, link = tmp_path / "arms.json", tmp_path / "link.json"
+    target.write_text("{}")
+    link.symlink_to(target)
+    code, _, err = run(capsys, "arms", "--json", link)
+    assert code == 0, err
+    assert link.is_symlink() and "yat-frozen" in target.read_text()  # written through the link

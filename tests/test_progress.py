@@ -76,3 +76,23 @@ def test_verbose_adds_epoch_lines_and_quiet_prints_nothing(stderr, monkeypatch):
 @pytest.mark.parametrize("seconds, text", [(0.42, "0.4 s"), (42, "42 s"), (185, "3 min 05 s"), (4330, "1 h 12 min")])
 def test_durations_read_as_people_say_them(seconds, text):
     assert progress.duration(seconds) == text
+
+
+def test_the_time_left_follows_the_plan_scaled_by_the_pace(stderr, monkeypatch):
+    """Two cheap runs first, one planned at 10x their cost last: after the first, the time left is
+    the plan's remaining seconds times (time spent / the plan's seconds so far), not the pace."""
+    buf = stderr(False)
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    est = SimpleNamespace(runs=[
+        {"arm": "a", "width": 16, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": 2.0},
+        {"arm": "a", "width": 64, "seed": 0, "lr": None, "in_memo": False, "seconds": 2.0},  # rate unknown before
+        {"arm": "a", "width": 4096, "seed": 0, "lr": None, "in_memo": False, "seconds": 20.0},
+    ])
+    with progress.Display() as display:
+        reporter = progress.ProgressReporter(display, "ladder", est)
+        reporter.plan(3)
+        now[0] = 4.0  # twice the plan's 2 s: the machine runs at half the planned speed
+        reporter.done(SimpleNamespace(arm="a", width=16, seed=0, lr=0.1, epochs=1), {"key": "k1", "best_acc": 50.0}, False)
+    line = buf.getvalue().splitlines()[0]
+    assert "ladder 1/3" in line and "eta 44 s" in line, line  # (2 + 20) planned s x 2, where the pace would say 8 s

@@ -118,7 +118,8 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
                            f"({', '.join(a.name for a in plan.arms)})")
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
-    if plan_first(dry_run, json_path, "ladder", ws, plan=plan, readout=readout, backend=backend, lambdas=lambdas):
+    est = plan_first(dry_run, json_path, "ladder", ws, plan=plan, readout=readout, backend=backend, lambdas=lambdas)
+    if est is None:
         return
     if csv_path is not None:
         writable_file(csv_path, "--csv")
@@ -130,7 +131,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
         ws.memo_only = True
         result = run_ladder(ws, plan)
     else:
-        result, reporter = sweep(backend, run_ladder, ws, plan, "ladder")
+        result, reporter = sweep(backend, run_ladder, ws, plan, "ladder", est)
     healthy = tuple(a for a in plan.arms if a.name not in ws.failures)
     analysis = analyse_ladder(ws, result, healthy, climb_widths=climb_widths, min_gain=climb_gain,
                               redundancy_sample=redundancy_sample)

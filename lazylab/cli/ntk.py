@@ -79,7 +79,8 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
         cfg = LabConfig(width=widths[0], lr=0.05 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
                         data_seed=data_seed).validate()
         seeds = list(range(seed, seed + sweep_seeds))
-        if plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=widths, seeds=seeds):
+        est = plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=widths, seeds=seeds)
+        if est is None:
             return
         out_dir = _ntk_out(out_dir)
         with Display() as display:
@@ -106,7 +107,8 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
 
     cfg = LabConfig(width=width, lr=0.5 if lr is None else lr, steps=steps, bump=bump, noise=noise, seed=seed,
                     data_seed=data_seed, frames=frames).validate()
-    if plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=(width,), seeds=(seed,)):
+    est = plan_first(dry_run, json_path, "ntk-lab", None, cfg=cfg, widths=(width,), seeds=(seed,))
+    if est is None:
         return
     out_dir = _ntk_out(out_dir)
     res = run_lab(cfg)

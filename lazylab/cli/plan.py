@@ -115,17 +115,19 @@ def _values(name: str, values: list) -> str:
     return f"m = {text}" if name == "m" else f"{name}{'s' if len(v) > 1 else ''} {text}"
 
 
-def plan_first(dry_run: bool, json_path, command: str, ws, **kw) -> bool:
+def plan_first(dry_run: bool, json_path, command: str, ws, **kw):
     """What every computing command does before computing. With ``--dry-run``: print the plan
-    (``show_plan``) and return True, the command stops there. Otherwise: check ``--json PATH``,
+    (``show_plan``) and return None, the command stops there. Otherwise: check ``--json PATH``,
     print the one-line estimate of a job over 10 minutes (``announce``; this machine is not
-    measured for it, see ``estimate_for``) and return False."""
+    measured for it, see ``estimate_for``) and return the ``Estimate`` (the progress display's
+    time left follows it)."""
     if dry_run:
         show_plan(estimate_for(command, ws, **kw), json_path)
-        return True
+        return None
     prepare_json(json_path)
-    announce(estimate_for(command, ws, measure=False, **kw))
-    return False
+    est = estimate_for(command, ws, measure=False, **kw)
+    announce(est)
+    return est
 
 
 def announce(est) -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import time
 
+from rich.progress import ProgressColumn, TimeRemainingColumn
+from rich.text import Text
+
 from lazylab.cli.output import count, err
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines of one stage (finished runs always get one)
@@ -42,12 +45,10 @@ class Display:
 
     def __enter__(self):
         if self.live:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.rich = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err,
-                                 transient=True)
+                                 TimeElapsedColumn(), _Remaining(), console=err, transient=True)
             self.rich.__enter__()
         return self
 
@@ -58,19 +59,21 @@ class Display:
 
     def task(self, name: str, total: int | None = None) -> int:
         """Open a stage; returns its id."""
-        tid = self.rich.add_task(name, total=total) if self.rich is not None else len(self.stages)
+        tid = self.rich.add_task(name, total=total, eta=None) if self.rich is not None else len(self.stages)
         now = time.monotonic()
-        self.stages[tid] = {"name": name, "total": total, "done": 0, "t0": now, "said": now}
+        self.stages[tid] = {"name": name, "total": total, "done": 0, "t0": now, "said": now, "eta": None}
         return tid
 
     def update(self, tid: int, done: int | None = None, total: int | None = None, description: str | None = None,
-               advance: int = 0, say: str | None = None) -> None:
-        """Move stage ``tid``; ``say`` is logged as a plain line (throttled unless it ends the stage)."""
+               advance: int = 0, say: str | None = None, eta: float | None = None) -> None:
+        """Move stage ``tid``; ``say`` is logged as a plain line (throttled unless it ends the stage);
+        ``eta``, seconds left, replaces the pace-based estimate (``ProgressReporter`` derives it from the plan)."""
         st = self.stages[tid]
         st["total"] = st["total"] if total is None else total
         st["done"] = (st["done"] if done is None else done) + advance
+        st["eta"] = st["eta"] if eta is None else eta
         if self.rich is not None:
-            self.rich.update(tid, completed=st["done"], total=st["total"],
+            self.rich.update(tid, completed=st["done"], total=st["total"], eta=st["eta"],
                              **({"description": description} if description else {}))
             return
         now = time.monotonic()
@@ -80,12 +83,13 @@ class Display:
             self.line(self.status(tid) + (f": {say}" if say else f": {description}" if description else ""))
 
     def status(self, tid: int) -> str:
-        """``stage 3/27, 42 s, eta 1 min 10 s`` (eta from the pace so far)."""
+        """``stage 3/27, 42 s, eta 1 min 10 s`` (eta from the plan, else from the pace so far)."""
         st = self.stages[tid]
         spent = time.monotonic() - st["t0"]
         text = f"{st['name']} {st['done']}" + (f"/{st['total']}" if st["total"] else "") + f", {duration(spent)}"
         if st["total"] and 0 < st["done"] < st["total"]:
-            text += f", eta {duration(spent / st['done'] * (st['total'] - st['done']))}"
+            eta = st["eta"] if st["eta"] is not None else spent / st["done"] * (st["total"] - st["done"])
+            text += f", eta {duration(eta)}"
         return text
 
     def finish(self, tid: int) -> None:
@@ -99,6 +103,18 @@ class Display:
         if verbosity > QUIET and self.rich is None:
             err.print(f"[{duration(time.monotonic() - self.t0):>10}] {text}", markup=False, highlight=False,
                       soft_wrap=True)
+
+
+class _Remaining(ProgressColumn):
+    """Live display column: the stage's ``eta`` field when a plan gave one, else rich's pace-based time left."""
+
+    def __init__(self):
+        super().__init__()
+        self.pace = TimeRemainingColumn()
+
+    def render(self, task):
+        eta = task.fields.get("eta")
+        return Text("eta ") + (self.pace.render(task) if eta is None else Text(duration(eta), style="progress.remaining"))
 
 
 def stage_ticker(display: Display):
@@ -127,13 +143,19 @@ class ProgressReporter:
 
     latest = None
 
-    def __init__(self, display: Display, name: str = "runs"):
+    def __init__(self, display: Display, name: str = "runs", est=None):
         ProgressReporter.latest = self
         self.display = display
         self.task = display.task(name)
         self.computed = 0
         self.cached = 0
         self._reported: set[str] = set()  # a bracket run reused as a ladder cell is counted once
+        # The plan's estimated seconds per run to compute (lazylab.estimate), so that the time left
+        # follows the plan (the wide runs come last) scaled by the pace so far, not the first runs' pace.
+        self.pending = {(r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
+                        for r in (est.runs if est is not None else []) if not r["in_memo"]}
+        self.planned_done = 0.0
+        self.t0 = time.monotonic()
 
     def plan(self, total):
         self.display.update(self.task, total=total)
@@ -161,21 +183,36 @@ class ProgressReporter:
             self.computed += not cached
             best = record.get("best_acc")
             what = "from the memo" if cached else f"computed in {duration(record.get('seconds') or 0)}"
-            self.display.update(self.task, advance=1, description=self.label(cfg),
+            self.display.update(self.task, advance=1, description=self.label(cfg), eta=self._eta(cfg, cached),
                                 say=f"{self.label(cfg)}: " + (f"best {best:.2f} %, " if best is not None else "") + what)
         check_interrupt()
+
+    def _eta(self, cfg, cached: bool) -> float | None:
+        """Seconds left: the plan's estimate of the runs still to compute, times (time spent / the plan's
+        estimate of the runs computed so far); None without a plan."""
+        if not self.pending and not self.planned_done:
+            return None
+        lr = getattr(cfg, "lr", None)
+        planned = self.pending.pop((cfg.arm, cfg.width, cfg.seed, lr), None)
+        if planned is None:  # a cell whose rate the plan could not know before its bracket ran
+            planned = self.pending.pop((cfg.arm, cfg.width, cfg.seed, None), None)
+        if not cached and planned:
+            self.planned_done += planned
+        pace = (time.monotonic() - self.t0) / self.planned_done if self.planned_done else 1.0
+        return sum(self.pending.values()) * pace
 
     def summary(self) -> str:
         """``N computed, K from the memo``."""
         return f"{self.computed} computed, {self.cached} from the memo"
 
 
-def sweep(backend, experiment, ws, plan, name: str = "runs"):
-    """``(experiment(ws, plan, reporter), reporter)`` under a progress display, then
-    ``backend.close()``, also on Ctrl-C: what is stored stays, pending Ray tasks are cancelled."""
+def sweep(backend, experiment, ws, plan, name: str = "runs", est=None):
+    """``(experiment(ws, plan, reporter), reporter)`` under a progress display (its time left from
+    the Estimate ``est`` when given), then ``backend.close()``, also on Ctrl-C: what is stored
+    stays, pending Ray tasks are cancelled."""
     try:
         with Display() as display:
-            reporter = ProgressReporter(display, name)
+            reporter = ProgressReporter(display, name, est)
             return experiment(ws, plan, reporter), reporter
     finally:
         backend.close()

@@ -72,7 +72,8 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
 
     t0 = time.perf_counter()
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
-    if plan_first(dry_run, None, "render", ws, settings=settings, stages=stages):
+    est = plan_first(dry_run, None, "render", ws, settings=settings, stages=stages)
+    if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "render", "--out")
     entries, page = [], None

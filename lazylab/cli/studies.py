@@ -58,10 +58,11 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
     validate(plan)
     ws = Workspace(data_dir, cache_dir)
     ws.backend = backend
-    if plan_first(dry_run, json_path, "trajectory", ws, plan=plan, backend=backend):
+    est = plan_first(dry_run, json_path, "trajectory", ws, plan=plan, backend=backend)
+    if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "trajectory", "--out")
-    result, reporter = sweep(backend, run_trajectory, ws, plan, "trajectory")
+    result, reporter = sweep(backend, run_trajectory, ws, plan, "trajectory", est)
     for line in ws.memo.problems:
         click.echo(line, err=True)
     out.print(f"trajectories: m={width}, {count(epochs, 'epoch')} on {train_size} training images, seed {seed}; "
@@ -150,7 +151,8 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     ws = Workspace(data_dir, cache_dir)
     cfg = gram_config(ws, arm, max_units=max_units, frames=frames, classes=class_ids, per_class=per_class,
                       seed=seed, ref_units=ref_units, fit_min=fit_min, repeats=repeats)
-    if plan_first(dry_run, json_path, "gram", ws, arm=arm, cfg=cfg):
+    est = plan_first(dry_run, json_path, "gram", ws, arm=arm, cfg=cfg)
+    if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "gram", "--out")
     result, info = _compute_then_draw(ws, lambda tick: run_gram(ws, arm, cfg, tick), gram_gif, out_dir / "gram.gif")
@@ -220,7 +222,8 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     ws = Workspace(data_dir, cache_dir)
     configs = readout_configs(ws, arm, widths, seed=seed, lr=lr, steps=steps, eval_every=eval_every,
                               train_size=train_size)
-    if plan_first(dry_run, json_path, "readout", ws, arm=arm, configs=configs):
+    est = plan_first(dry_run, json_path, "readout", ws, arm=arm, configs=configs)
+    if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "readout", "--out")
     result, info = _compute_then_draw(ws, lambda tick: run_readout(ws, arm, configs, tick), readout_gif,
