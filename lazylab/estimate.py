@@ -443,6 +443,50 @@ def ntk_lab_estimate(ws, cfg, widths: tuple = (), seeds: tuple = (), gif: bool =
     return _estimate("ntk lab", ws, [_ntk(cfg, pairs)], drawing, pricer, base_bytes=NTK_PEAK_BYTES)
 
 
+def redundancy_estimate(ws, arms, width: int, n: int, seeds, fan_ins, samples, train_size: int,
+                        cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab redundancy`` (``experiments.laws.redundancy_grid``): one measurement per
+    bank x fan-in x sample x seed, looked up under the experiment's own keys (a random bank's samples and
+    a data-seeded bank's fan-ins share one); each priced as its bank's features on ``n`` images: crude."""
+    from lazylab.experiments.laws import bank_name, redundancy_config, redundancy_key
+
+    pricer, rows, seen = Pricer(cal or calibration()), [], set()
+    banks = {bank_name(a): a for a in reversed(arms)}
+    for arm in banks.values():
+        for fan_in in fan_ins:
+            for sample in samples:
+                for seed in seeds:
+                    cfg = redundancy_config(ws, arm, width, n, seed, "unit" if arm.init == "data" else fan_in,
+                                            train_size, sample if arm.init == "data" else "first-n")
+                    key = redundancy_key(cfg)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    row = _row("redundancy", arm.name, width, seed, None, key, key in ws.memo)
+                    if not row["in_memo"]:
+                        row["seconds"] = round(features_s(pricer.cal, width, n), 3)
+                    rows.append(row)
+    part = (rows, sum(r["seconds"] for r in rows), ["redundancy: crude (the bank's features priced, not the correlations)"])
+    return _estimate("redundancy", ws, [part], 0.0, pricer, base_bytes=STUDY_BASE_BYTES)
+
+
+def ntk_arm_estimate(ws, arm, width: int, probe: int, seed: int, lr: float | None, epochs: int, train_size: int,
+                     method: str, cal: Calibration | None = None) -> Estimate:
+    """The estimate of ``lazylab ntk arm``: its training run priced as a ladder run, the kernels not (crude)."""
+    from lazylab.experiments.ntk import arm_key
+
+    pricer = Pricer(cal or calibration())
+    key, _, cfg = arm_key(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,
+                          method=method)
+    row = _row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
+    if not row["in_memo"]:
+        row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width)) +
+                               trained_group_s(pricer.cal, width, 1, epochs, train_size), 3)
+    part = ([row], row["seconds"], ["ntk arm: crude (training priced; the two tangent kernels and the "
+                                    "linearized run are not)"])
+    return _estimate("ntk arm", ws, [part], 0.0, pricer, base_bytes=STUDY_BASE_BYTES)
+
+
 def render_estimate(ws, settings, stages: tuple = ("gifs", "figures", "report"), cache_limit: int | None = None,
                     cal: Calibration | None = None) -> Estimate:
     """The estimate of ``lazylab render`` running ``stages`` with ``settings`` (``experiments.render.RenderSettings``).

@@ -172,3 +172,21 @@ def test_a_long_command_announces_its_estimate_on_stderr(tmp_path, capsys):
     assert captured.err.count("\n") == 1 and "--dry-run shows the plan" in captured.err
     P.announce(replace(est, seconds=P.ANNOUNCE_S))
     assert capsys.readouterr().err == ""
+
+
+def test_redundancy_and_ntk_arm_dry_runs_count_what_the_memo_holds(capsys, memo_dir):
+    """Both compute (so both plan): the redundancy grid's measurements are counted under the
+    experiment's keys (a random bank's samples share one), before and after the real run."""
+    from cli_helpers import run
+
+    argv = ["redundancy", "--arms", "yat-frozen", "--width", "16", "--images", "300", "--seeds", "0,1",
+            "--train-size", "512", "--cache-dir", memo_dir]
+    code, out, err = run(capsys, *argv, "--dry-run")
+    assert code == 0, err
+    assert "redundancy: 4 runs (0 in the memo, 4 to compute)" in out  # 2 fan-ins x 2 seeds; 3 samples share
+    assert run(capsys, *argv)[0] == 0
+    code, out, _ = run(capsys, *argv, "--dry-run")
+    assert "redundancy: 4 runs (4 in the memo, 0 to compute)" in out
+    code, out, err = run(capsys, "ntk", "arm", "--arm", "yat-trained", "--width", "4", "--dry-run",
+                         "--cache-dir", memo_dir)
+    assert code == 0 and "ntk arm: 1 run (0 in the memo, 1 to compute)" in out, err

@@ -33,7 +33,7 @@ def cli(quiet, verbose):
     \b
     Examples:
       lazylab ladder --preset quick --dry-run   # what it would compute, and how long
-      lazylab ladder --preset quick             # 27 runs, about 2 minutes on 2 cores
+      lazylab ladder --preset quick             # 27 runs, 0.5 to 2 minutes on 2 cores
       lazylab render all                        # every picture and out/render/report.html
     """
     output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly

@@ -12,8 +12,8 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (analysis_tables, backend_note, count, exchange_parts, ladder_table, law_table, num, out,
-                                prepare_json, wall_tables, write_csv, write_json)
+from lazylab.cli.output import (warn, analysis_tables, backend_note, count, exchange_parts, ladder_table, law_table, num, out,
+                                wall_tables, write_csv, write_json)
 from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, ProgressReporter, sweep
 from lazylab.errors import LazylabError
@@ -110,6 +110,10 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
         lr=lr,
         fan_in=fan_in,
     )
+    stray = [w for w in climb_widths or () if w not in plan.widths]
+    if stray:  # a law fitted on widths the ladder never ran would fit nothing, silently
+        raise click.BadParameter(f"{stray[0]} is not among the ladder's widths "
+                                 f"({','.join(map(str, plan.widths))})", param_hint="--climb-widths")
     if lambdas is not None and readout == "adamw":
         raise click.BadParameter("applies to the convex readout: add --readout convex or both", param_hint="--lambdas")
     lambdas = _lambdas(lambdas) or LAMBDAS
@@ -152,7 +156,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
     for part in exchange_parts(analysis.get("exchange")):
         out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
     for line in analysis.get("warnings") or []:  # one line each, never wrapped
-        out.print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+        warn(line)
     payload = {**result.to_json(), "analysis": analysis}
     if readout == "both":
         import dataclasses
@@ -244,8 +248,9 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
                   "with-seeds (the n images include every seed image).")
 @train_size_option(60000, "Banks are seeded from the first N training images.")
 @json_option("the rows")
+@dry_run_option
 @data_options
-def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_path, data_dir, cache_dir):
+def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_path, dry_run, data_dir, cache_dir):
     """Redundancy of initial banks (mean |corr|, participation ratio) for each fan-in x image sample.
 
     \b
@@ -263,8 +268,10 @@ def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_p
         raise click.BadParameter(f"{images} images exceed --train-size {train_size}", param_hint="--images")
     if width < 2:
         raise click.BadParameter("a correlation needs at least 2 units", param_hint="--width")
-    prepare_json(json_path)
     ws = Workspace(data_dir, cache_dir)
+    if plan_first(dry_run, json_path, "redundancy", ws, arms=arms, width=width, n=images, seeds=seeds,
+                  fan_ins=fan_ins, samples=samples, train_size=train_size) is None:
+        return
     with Display() as display:
         task = display.task("redundancy")
         rows = redundancy_grid(ws, arms, width, images, seeds, fan_ins, samples, train_size,

@@ -225,9 +225,10 @@ def ntk_scalar(w0, times, dt, offset, out_dir, json_path):
               help="Largest Jacobian-sized intermediate allowed.")
 @out_option("ntk", "arm-<arm>-m<width>-p<probe>.{png,json}")
 @json_option("the record")
+@dry_run_option
 @data_options
-def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory_mib, out_dir, json_path, data_dir,
-            cache_dir):
+def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory_mib, out_dir, json_path, dry_run,
+            data_dir, cache_dir):
     """Empirical NTK of an arm on a probe slice: drift, disagreement with the linearization, movement.
 
     \b
@@ -241,9 +242,11 @@ def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory
     from lazylab.render.ntk import arm_png
 
     arm = get_arm(arm_name.strip())
-    prepare_json(json_path)
-    out_dir = _ntk_out(out_dir)
     ws = Workspace(data_dir, cache_dir)
+    if plan_first(dry_run, json_path, "ntk-arm", ws, arm=arm, width=width, probe=probe, seed=seed, lr=lr,
+                  epochs=epochs, train_size=train_size, method=method) is None:
+        return
+    out_dir = _ntk_out(out_dir)
     with Display() as display:
         task = display.task("ntk arm")
         record, arrays = run_arm(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,

@@ -42,6 +42,13 @@ def prepare_json(path: Path | None) -> None:
         writable_file(path, "--json")
 
 
+def warn(line: str) -> None:
+    """One ``warning:`` line with the results, never wrapped; on stderr when stdout holds JSON alone."""
+    from rich.markup import escape
+
+    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+
+
 def write_json(path: Path | None, payload, option: str = "--json") -> None:
     """Write ``payload`` as JSON to ``path`` (atomically), or to stdout for ``-``; nothing for None."""
     if path is None:

@@ -26,7 +26,9 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
 
     Commands and their keywords: ``"ladder"`` (plan, readout, backend, lambdas optional),
     ``"trajectory"`` (plan, backend), ``"gram"`` (arm, cfg), ``"readout"`` (arm, configs),
-    ``"ntk-lab"`` (cfg, widths, seeds; ``ws`` may be None), ``"render"`` (settings, stages).
+    ``"ntk-lab"`` (cfg, widths, seeds; ``ws`` may be None), ``"ntk-arm"`` (arm, width, probe, seed,
+    lr, epochs, train_size, method), ``"redundancy"`` (arms, width, n, seeds, fan_ins, samples,
+    train_size), ``"render"`` (settings, stages).
     ``backend`` is the command's backend object (Ray: priced as one worker per core here).
     ``measure``: whether this machine may be measured now when it never was (25-55 s, once,
     ``lazylab.calibration``); if not, the development machine's figures stand in, and say so.
@@ -60,6 +62,12 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
         widths, seeds = tuple(kw.get("widths") or ()), tuple(kw.get("seeds") or ())
         sweep = len(widths) > 1
         return E.ntk_lab_estimate(ws, kw["cfg"], widths if sweep else (), seeds if sweep else (), cal=cal)
+    if command == "redundancy":
+        return E.redundancy_estimate(ws, kw["arms"], kw["width"], kw["n"], kw["seeds"], kw["fan_ins"], kw["samples"],
+                                     kw["train_size"], cal)
+    if command == "ntk-arm":
+        return E.ntk_arm_estimate(ws, kw["arm"], kw["width"], kw["probe"], kw["seed"], kw["lr"], kw["epochs"],
+                                  kw["train_size"], kw["method"], cal)
     if command == "render":
         return E.render_estimate(ws, kw["settings"], tuple(kw.get("stages") or ("gifs", "figures", "report")),
                                  limit, cal)
@@ -67,8 +75,10 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
 
 
 def size(nbytes: float) -> str:
-    """``"512 MiB"``, ``"3.1 GiB"``."""
-    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
+    """``"12 KiB"``, ``"512 MiB"``, ``"3.1 GiB"``."""
+    if nbytes >= 2**30:
+        return f"{nbytes / 2**30:.1f} GiB"
+    return f"{nbytes / 2**20:.0f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
 
 
 def summary(est) -> str:

@@ -27,7 +27,7 @@ def _render_options(f):
 _preset_option = click.option(
     "--preset", type=click.Choice(["auto", "quick", "paper"]), default="auto", show_default=True,
     help="Your ladder, shown after the paper ladder that leads the page (memo or shipped reference): auto = the paper "
-         "preset if all its runs are in the memo, else the quick preset (its missing runs are computed, about 70 s on "
+         "preset if all its runs are in the memo, else the quick preset (its missing runs are computed, 0.5 to 2 minutes on "
          "two cores).")
 
 

@@ -152,6 +152,19 @@ def fit_linearized(model, x_train, y_train, *, lr, epochs, batch, seed, weight_d
 
 
 # --------------------------------------------------------- the arm experiment
+def arm_key(ws, arm, width: int, *, probe: int, seed: int, lr: float | None, epochs: int, train_size: int,
+            method: str) -> tuple[str, dict, object]:
+    """The memo key of ``run_arm``'s record for these options, the configuration it hashes
+    (``{"run": the training run's config as JSON, "ntk_schema"}``) and the run's ``RunConfig``
+    (``lr`` None is ``default_lr(arm)``)."""
+    from lazylab.experiments import json_config
+
+    cfg = ws.config(arm, width, seed, default_lr(arm) if lr is None else float(lr), epochs=epochs,
+                    train_size=train_size)
+    base = {"run": json_config(cfg), "ntk_schema": NTK_SCHEMA}
+    return memo_key("ntkarm", {**base, "probe": probe, "method": method}), base, cfg
+
+
 def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float | None = None, epochs: int = 3,
             train_size: int = 60000, method: str = "auto", limit_bytes: int | None = None,
             progress: Callable[[str], None] | None = None) -> tuple[dict, dict]:
@@ -167,7 +180,7 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
     with the probe's ``labels`` ``(N,)``.
     Raises: LazylabError for a bad argument or a diverged run.
     """
-    from lazylab.experiments import json_config, movement
+    from lazylab.experiments import movement
     from lazylab.model import build_model
     from lazylab.ntk import kernels
     from lazylab.train import accuracy, fit
@@ -180,10 +193,9 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
     if method not in kernels.METHODS:
         raise LazylabError(f"unknown NTK method {method!r}")
     limit = kernels.JACOBIAN_LIMIT_BYTES if limit_bytes is None else int(limit_bytes)
-    lr = default_lr(arm) if lr is None else float(lr)
-    cfg = ws.config(arm, width, seed, lr, epochs=epochs, train_size=train_size)
-    base = {"run": json_config(cfg), "ntk_schema": NTK_SCHEMA}
-    rec_key = memo_key("ntkarm", {**base, "probe": probe, "method": method})
+    rec_key, base, cfg = arm_key(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs,
+                                 train_size=train_size, method=method)
+    lr = cfg.lr
     record = ws.memo.get_record(rec_key)
     arrays = ws.memo.get_arrays(rec_key + "-k")
     if record is not None and arrays is not None and record.get("config", {}).get("run") == base["run"]:
