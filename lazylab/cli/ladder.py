@@ -144,8 +144,10 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
     if report and ws.missing:
         raise LazylabError(missing_message(ws, plan, result))
     plan_json = result.plan
-    out.print(f"best_acc (%) on the test set, mean ± std over seeds {','.join(map(str, plan_json['seeds']))}; "
-              f"{count(plan_json['epochs'], 'epoch')} on {plan_json['train_size']} training images")
+    seeds = plan_json["seeds"]
+    over = f"mean ± std over seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    out.print(f"best_acc (%) on the test set, {over}; {count(plan_json['epochs'], 'epoch')} on "
+              f"{plan_json['train_size']} training images")
     out.print(ladder_table(result))
     if report:
         out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
