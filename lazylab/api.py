@@ -242,7 +242,7 @@ def _f(v) -> float | None:
 def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = None,
                          notes: list[str] | None = None, stored: dict[str, str] | None = None) -> Ladder:
     """A ``Ladder`` from what ``lazylab ladder --json`` writes (plan, arms, runs, analysis)."""
-    from lazylab.runs import _fill, sort_key
+    from lazylab.runs import run_from_record, sort_key
 
     plan, analysis = payload["plan"], payload["analysis"]
     widths = [int(w) for w in plan["widths"]]
@@ -261,9 +261,7 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
                               seeds=list(c.get("seeds") or [])))
     runs = Rows()
     for rec in payload["runs"]:
-        run = Run(kind="run", key=rec.get("key", ""))
-        _fill(run, rec)
-        run.code = run.config.get("code")
+        run = run_from_record(rec)
         run.stored = (stored or {}).get(run.key)
         runs.append(run)
     runs.sort(key=sort_key)
@@ -350,36 +348,26 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
     """
     from lazylab.arms import get_arm
     from lazylab.experiments import Reporter, Workspace
-    from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
+    from lazylab.experiments.ladder import preset_plan, run_ladder
     from lazylab.experiments.laws import analyse_ladder, missing_message
 
-    if preset not in PRESETS:
-        raise LazylabError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-    base = PRESETS[preset]
-    names = _names(arms, "arms") or tuple(base["arms"])
-    widths = _ints(widths, "widths", 1) or tuple(base["widths"])
-    seeds = _ints(seeds, "seeds", 0) or tuple(base["seeds"])
-    epochs = base["epochs"] if epochs is None else epochs
-    train_size = base["train_size"] if train_size is None else train_size
+    names = _names(arms, "arms")
     for name, v, lo, hi in (("epochs", epochs, 1, 1000), ("train_size", train_size, 256, 60000)):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi):
             raise LazylabError(f"{name}: expected an integer from {lo} to {hi}, got {v!r}")
     if lr is not None and not (isinstance(lr, (int, float)) and 0 < lr < float("inf")):
         raise LazylabError(f"lr: expected a positive finite rate, got {lr!r}")
     if fan_in not in ("unit", "d"):
         raise LazylabError(f"fan_in: expected 'unit' or 'd', got {fan_in!r}")
-    plan = LadderPlan(arms=tuple(get_arm(n) for n in names), widths=widths, seeds=seeds, epochs=epochs,
-                      train_size=train_size, lr=None if lr is None else float(lr), fan_in=fan_in)
+    plan = preset_plan(preset, tuple(get_arm(n) for n in names) if names else None, _ints(widths, "widths", 1),
+                       _ints(seeds, "seeds", 0), epochs, train_size, lr, fan_in)
 
     class _Hook(Reporter):
         def done(self, cfg, record, cached):
             if on_run is not None:
-                from lazylab.runs import _fill
+                from lazylab.runs import run_from_record
 
-                run = Run(kind="run", key=record.get("key", ""))
-                _fill(run, record)
-                run.code = run.config.get("code")
-                on_run(run, cached)
+                on_run(run_from_record(record), cached)
 
     ws = Workspace(data_dir, cache_dir)
     try:

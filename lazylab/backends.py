@@ -22,6 +22,8 @@ from lazylab.errors import LazylabError
 class LocalBackend:
     """Computes each group in this process, one after the other."""
 
+    name = "local"  # what estimates price (lazylab.estimate)
+
     def compute(self, ws, groups: list[tuple], reporter, train) -> Iterator[tuple[list, list[dict]]]:
         """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` in order.
 
@@ -100,6 +102,7 @@ class RayBackend:
     driver stores each group as it arrives. A task gets the arm's name and plugin, the
     runs as canonical JSON and the driver's data directory; it opens no memo (see
     ``WorkerWorkspace``) and checks that its data has the driver's fingerprint.
+    (``name``: what estimates price, ``lazylab.estimate``.)
 
     Args:
       address: a running cluster (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``); None starts
@@ -108,6 +111,8 @@ class RayBackend:
         on a node; jax itself still uses every core the task's process sees).
     Raises: LazylabError (one line) if Ray is not installed.
     """
+
+    name = "ray"
 
     def __init__(self, address: str | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0):
         # Connecting to a cluster, Ray's C++ core would print its retries (e.g. a refused token, once

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
+from lazylab.locations import cache_home
 
 D, CLASSES, BATCH = 784, 10, 256
 CALIBRATION_VERSION = 1  # bump when what the calibration measures changes
@@ -77,7 +78,7 @@ REFERENCE = Calibration(step_a=2.324e-4, step_b=6.176e-6, head_a=3.667e-5, head_
 
 def calibration_path() -> Path:
     """``$XDG_CACHE_HOME/lazylab/calibration.json`` (``~/.cache/lazylab/calibration.json``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lazylab" / "calibration.json"
+    return cache_home() / "calibration.json"
 
 
 def calibration(path: Path | None = None, force: bool = False, measure_now: bool = True) -> Calibration:

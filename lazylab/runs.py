@@ -22,8 +22,6 @@ removes it and says so in ``problems``), as everywhere else.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import re
@@ -157,6 +155,15 @@ def _from_config(run: Run, cfg) -> None:
     run.width, run.seed = _int(cfg.get("width")), _int(cfg.get("seed"))
     run.lr = _num(cfg.get("lr"))
     run.epochs, run.train_size = _int(cfg.get("epochs")), _int(cfg.get("train_size"))
+
+
+def run_from_record(rec: dict, kind: str = "run", key: str | None = None) -> Run:
+    """A ``Run`` of ``kind`` from its memo record (a JSON dict; a readout's arrays); ``key`` defaults to
+    the record's own, the code identity to the one in its configuration."""
+    run = Run(kind=kind, key=key if key is not None else rec.get("key", ""))
+    _fill(run, rec)
+    run.code = run.config.get("code") if isinstance(run.config.get("code"), str) else None
+    return run
 
 
 def _fill(run: Run, rec: dict) -> None:
@@ -336,13 +343,3 @@ def sort_key(run: Run) -> tuple:
         return (v is None, v if v is not None else 0)
 
     return (KINDS.index(run.kind), k(run.arm), k(run.width), k(run.seed), k(run.lr), k(run.epochs), run.key)
-
-
-def runs_csv(runs: list[Run]) -> str:
-    """CSV text: a header of ``FIELDS``, then one row per run (empty cell for None)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(FIELDS)
-    for r in runs:
-        w.writerow(["" if v is None else v for v in r.row().values()])
-    return buf.getvalue()

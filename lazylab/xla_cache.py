@@ -29,6 +29,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from lazylab.locations import cache_home
+
 MAX_BYTES = 1 << 30  # LRU-evicted beyond this; the quick preset writes 1.3 MiB
 OFF = ("0", "off", "false", "no")
 # jax's warnings (jax/_src/compiler.py) and the lock file of a capped cache (jax/_src/lru_cache.py)
@@ -66,7 +68,7 @@ def cache_dir(environ=None) -> Path | None:
     elif environ.get("JAX_COMPILATION_CACHE_DIR"):
         return Path(environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
     else:
-        base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lazylab" / "xla"
+        base = cache_home(environ) / "xla"
     return base / cpu_tag()
 
 

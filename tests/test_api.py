@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import time
 from datetime import datetime
@@ -17,7 +16,7 @@ from lazylab import api
 from lazylab.cache import Memo, default_dir, legacy_note
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
-from lazylab.runs import FIELDS, KINDS, list_runs, runs_csv
+from lazylab.runs import FIELDS, KINDS, list_runs
 
 ARMS, WIDTHS = ["yat-frozen", "relu-frozen"], [16, 32]
 
@@ -104,10 +103,14 @@ def test_bad_filters_are_one_line_errors(tiny, kwargs, words):
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_csv_has_one_row_per_run(tiny):
+def test_csv_has_one_row_per_run(tiny, capsys, tmp_path):
+    from cli_helpers import run
+
     _, memo_dir, _ = tiny
     listing = list_runs(memo_dir, arms=["yat-frozen"])
-    rows = list(csv.DictReader(io.StringIO(runs_csv(listing.runs))))
+    code, _, err = run(capsys, "runs", "--arm", "yat-frozen", "--csv", tmp_path / "r.csv", "--cache-dir", memo_dir)
+    assert code == 0, err
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
     assert len(rows) == 2 and list(rows[0]) == list(FIELDS)
     assert [float(r["best_acc"]) for r in rows] == [r.best_acc for r in listing.runs]
     assert [r["key"] for r in rows] == [r.key for r in listing.runs]

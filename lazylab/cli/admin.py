@@ -173,7 +173,8 @@ def cache_info(cache_dir):
     memo = Memo(cache_dir)
     for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
         click.echo(line, err=True)
-    out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB")
+    out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB; with the feature store, by the "
+              "code that computed them:")
     for code, n in memo.code_counts().items():
         usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
         out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")

@@ -96,20 +96,12 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
     """
     from lazylab.experiments import Workspace
     from lazylab.experiments.convex import LAMBDAS
-    from lazylab.experiments.ladder import PRESETS, LadderPlan, run_ladder
+    from lazylab.experiments.ladder import preset_plan, run_ladder
     from lazylab.experiments.laws import analyse_ladder, missing_message, runs_table
 
-    p = PRESETS[preset]
     backend = make_backend(backend, address, task_cpus, task_gpus)
-    plan = LadderPlan(
-        arms=parse_arms(arms_) if arms_ is not None else parse_arms(",".join(p["arms"])),
-        widths=widths or p["widths"],
-        seeds=seeds or p["seeds"],
-        epochs=epochs or p["epochs"],
-        train_size=train_size or p["train_size"],
-        lr=lr,
-        fan_in=fan_in,
-    )
+    plan = preset_plan(preset, parse_arms(arms_) if arms_ is not None else None, widths, seeds, epochs, train_size,
+                       lr, fan_in)
     stray = [w for w in climb_widths or () if w not in plan.widths]
     if stray:  # a law fitted on widths the ladder never ran would fit nothing, silently
         raise click.BadParameter(f"{stray[0]} is not among the ladder's widths "

@@ -46,7 +46,7 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
     cal = calibration(measure_now=measure)
     limit = ws.memo.feature_limit if ws is not None else None
     address = getattr(kw.get("backend"), "address", None)
-    backend = "ray" if type(kw.get("backend")).__name__ == "RayBackend" else "local"
+    backend = getattr(kw.get("backend"), "name", "local")
     if command in ("ladder", "trajectory"):
         est = (E.ladder_estimate(ws, kw["plan"], backend, limit, cal, readout=kw.get("readout", "adamw"),
                                  lambdas=kw.get("lambdas")) if command == "ladder"

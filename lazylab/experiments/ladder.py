@@ -57,6 +57,21 @@ class LadderPlan:
         return total
 
 
+def preset_plan(preset: str, arms: tuple[Arm, ...] | None = None, widths=None, seeds=None, epochs: int | None = None,
+                train_size: int | None = None, lr: float | None = None, fan_in: str = "unit") -> LadderPlan:
+    """The ladder ``lazylab ladder`` and ``lazylab.api.ladder`` run: every part not given (None or
+    empty) is the preset's (``PRESETS``). Raises: LazylabError for an unknown preset or arm name."""
+    from lazylab.arms import get_arm
+
+    if preset not in PRESETS:
+        raise LazylabError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+    p = PRESETS[preset]
+    return LadderPlan(arms=tuple(arms) if arms else tuple(get_arm(n) for n in p["arms"]),
+                      widths=tuple(widths or p["widths"]), seeds=tuple(seeds or p["seeds"]),
+                      epochs=epochs or p["epochs"], train_size=train_size or p["train_size"],
+                      lr=None if lr is None else float(lr), fan_in=fan_in)
+
+
 @dataclass
 class ArmSummary:
     """Per-arm outcome: chosen rate, bracket scores, and per-width statistics of ``best_acc`` (%)."""
