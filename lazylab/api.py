@@ -320,7 +320,7 @@ def _names(values, name: str) -> tuple[str, ...] | None:
 
 def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None = None,
            seeds: Iterable[int] | None = None, epochs: int | None = None, preset: str = "paper", *,
-           train_size: int | None = None, lr: float | None = None, fan_in: str = "unit",
+           train_size: int | None = None, lr: float | None = None, fan_in: str = "unit", bracket: str = "1se",
            cache_dir: str | Path | None = None, data_dir: str | Path | None = None, memo_only: bool = False,
            redundancy: bool = True, on_run: Callable[[Run, bool], None] | None = None) -> Ladder:
     """Run (or read from the memo) a width ladder and analyse it: ``lazylab ladder`` as a function.
@@ -337,6 +337,7 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
       preset: ``paper`` or ``quick``.
       train_size: the first N training images (256..60000); lr: one fixed rate for every arm.
       fan_in: ``unit`` or ``d`` (the random init's fan-in convention).
+      bracket: the rate bracket's rule, ``1se`` or ``argmax`` (``lazylab.bracket``).
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       data_dir: Fashion-MNIST [default: ``$LAZYLAB_DATA`` or the Debian package's folder].
       memo_only: train nothing (``lazylab ladder --report``): every run must be in the memo.
@@ -359,8 +360,10 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
         raise LazylabError(f"lr: expected a positive finite rate, got {lr!r}")
     if fan_in not in ("unit", "d"):
         raise LazylabError(f"fan_in: expected 'unit' or 'd', got {fan_in!r}")
+    if bracket not in ("1se", "argmax"):
+        raise LazylabError(f"bracket: expected '1se' or 'argmax', got {bracket!r}")
     plan = preset_plan(preset, tuple(get_arm(n) for n in names) if names else None, _ints(widths, "widths", 1),
-                       _ints(seeds, "seeds", 0), epochs, train_size, lr, fan_in)
+                       _ints(seeds, "seeds", 0), epochs, train_size, lr, fan_in, bracket)
 
     class _Hook(Reporter):
         def done(self, cfg, record, cached):

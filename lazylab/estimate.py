@@ -237,26 +237,37 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
     return rows, total
 
 
-def _bracket(ws, arm, protocol: dict, pricer: Pricer) -> tuple[list, float, float | None, bool]:
-    """An arm's bracket (its grid at m = 256, seed 0): ``(rows, seconds, chosen rate, all in the memo)``."""
-    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH, choose_rate
+def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, float, float | None, bool]:
+    """An arm's bracket (``lazylab.bracket``: its grid at m = 256 over the rule's seeds, then each grid
+    extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. Extensions a
+    missing run might call for are not priced (at most ``MAX_EXTEND`` rates x the seeds)."""
+    from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore, bracket_seeds, next_rate
 
-    cfgs = [ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **protocol) for lr in arm.unit.grid(arm.trained)]
-    records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
-    rows, seconds = _run_rows("bracket", arm, cfgs, True, [r is not None for r in records], pricer)
-    if all(r is not None for r in records):
-        return rows, seconds, choose_rate({c.lr: r["best_acc"] for c, r in zip(cfgs, records)}), True
-    return rows, seconds, None, False
+    seeds = bracket_seeds(rule)
+    bracket = Bracket(rule=rule, grid=[float(lr) for lr in arm.unit.grid(arm.trained)])
+    rates, rows, seconds = list(bracket.grid), [], 0.0
+    while rates:
+        cfgs = [ws.config(arm, BRACKET_WIDTH, seed, lr, **protocol) for lr in rates for seed in seeds]
+        records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
+        more, s = _run_rows("bracket", arm, cfgs, True, [r is not None for r in records], pricer)
+        rows, seconds = rows + more, seconds + s
+        if any(r is None for r in records):
+            return rows, seconds, None, False
+        for i, lr in enumerate(rates):
+            bracket.scores[lr] = RateScore.of(lr, records[i * len(seeds):(i + 1) * len(seeds)])
+        up = bracket.wants_extension()
+        rates = [] if up is None else [next_rate(bracket.rates, up)]
+    return rows, seconds, bracket.chosen(), True
 
 
 def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     """``run_ladder``'s runs: each arm's bracket unless ``plan.lr``, then every width x seed."""
-    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+    from lazylab.bracket import BRACKET_WIDTH, bracket_seeds
 
     rows, seconds, notes, rates = [], 0.0, [], {}
     if plan.lr is None:
         for arm in plan.arms:
-            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.protocol(), pricer)
+            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.protocol(), plan.bracket, pricer)
             rows, seconds = rows + arm_rows, seconds + s
             if resolved:
                 rates[arm.name] = lr
@@ -272,7 +283,8 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
         for width in plan.widths:
             for seed in plan.seeds:
                 cfg = ws.config(arm, width, seed, lr, **plan.protocol())
-                if cfg.key() in seen if resolved else (width, seed) == (BRACKET_WIDTH, BRACKET_SEED):
+                if cfg.key() in seen if resolved else \
+                        width == BRACKET_WIDTH and plan.lr is None and seed in bracket_seeds(plan.bracket):
                     continue  # the bracket run at the chosen rate is this cell: it counts once
                 cfgs.append(cfg)
         stored = [resolved and ws._memo_record(c) is not None for c in cfgs]
@@ -313,7 +325,7 @@ def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[
     for arm in plan.arms:
         lr, resolved = (rates or {}).get(arm.name, plan.lr), True
         if lr is None:
-            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.bracket_protocol(), pricer)
+            arm_rows, s, lr, resolved = _bracket(ws, arm, plan.bracket_protocol(), "argmax", pricer)
             rows, seconds = rows + arm_rows, seconds + s
             if resolved and lr is None:
                 notes.append(f"{arm.name}: every rate of its bracket diverged; no trajectory")
@@ -393,10 +405,11 @@ def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = 
                     lambdas: tuple | None = None) -> Estimate:
     """The estimate of ``run_ladder(ws, plan)`` (``lazylab ladder``) on ``backend`` (``"local"`` or ``"ray"``).
 
-    The runs are the experiment's: without ``plan.lr`` each arm's bracket (its grid at m = 256,
-    seed 0), then every width x seed at the chosen rate; a bracket run that is also a cell
-    counts once. Once an arm's whole bracket is in the memo its rate is chosen as the ladder
-    chooses it (``choose_rate``) and its cells are looked up; until then they count as to compute.
+    The runs are the experiment's: without ``plan.lr`` each arm's bracket (its grid at m = 256 over
+    the rule's seeds, ``lazylab.bracket``), then every width x seed at the chosen rate; a bracket run
+    that is also a cell counts once. Once an arm's whole bracket is in the memo its rate is chosen as
+    the ladder chooses it (``Bracket.chosen``) and its cells are looked up; until then they count as
+    to compute, and grid extensions are not priced.
     Args: cache_limit: ``--cache-limit`` in bytes; cal: default ``calibration()`` (measured once
       per machine, 25-55 s); warm: as ``Pricer``; readout: ``"adamw"`` (the ladder),
       ``"convex"`` (the frozen arms' convex readouts instead) or ``"both"``; lambdas: ``--lambdas``.

@@ -41,7 +41,8 @@ def cal_home(tmp_path, monkeypatch):
     return C.save(CAL)
 
 
-@pytest.mark.parametrize("preset, runs, bracket", [("paper", 260, 28), ("quick", 27, 15)])
+# 1se brackets: every grid rate x seeds 0, 1, 2 (28 x 3 and 15 x 3); a bracket run at a cell's seed counts once
+@pytest.mark.parametrize("preset, runs, bracket", [("paper", 300, 84), ("quick", 57, 45)])
 def test_the_presets_count_their_runs_from_an_empty_memo(tmp_path, preset, runs, bracket):
     ws = Workspace(None, tmp_path / "memo")
     plan = preset_plan(preset)
@@ -57,10 +58,11 @@ def test_the_presets_count_their_runs_from_an_empty_memo(tmp_path, preset, runs,
 
 
 def test_runs_are_counted_against_a_partly_filled_memo(tmp_path):
-    """The bracket and one width in the memo: the rate is chosen as the ladder chooses it, one cell is left."""
+    """The bracket and one width in the memo: the rate is chosen as the ladder chooses it, one cell is left.
+    (The argmax bracket: one seed, no extension, so the counts are the plan's.)"""
     ws = Workspace(None, tmp_path / "memo")
     arm = get_arm("yat-frozen")
-    plan = LadderPlan(arms=(arm,), widths=(16, 32), seeds=(0,), epochs=1, train_size=512)
+    plan = LadderPlan(arms=(arm,), widths=(16, 32), seeds=(0,), epochs=1, train_size=512, bracket="argmax")
     est = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
     assert (est.runs_total, est.in_memo, est.to_compute) == (6, 0, 6)
 
@@ -121,7 +123,7 @@ def test_disk_follows_the_feature_store_policy_and_its_cap(tmp_path):
     capped = E.ladder_estimate(ws, paper, cal=CAL, warm=False)  # 8 GiB cap: the store holds at most that
     assert 8 * 2**30 < capped.disk_bytes < 8 * 2**30 + 100 * 2**20
     none = E.ladder_estimate(ws, paper, cache_limit=0, cal=CAL, warm=False)
-    assert none.disk_bytes == 260 * E.RECORD_BYTES + E.DATA_COPY_BYTES
+    assert none.disk_bytes == 300 * E.RECORD_BYTES + E.DATA_COPY_BYTES
     # the widest frozen bank's features set the peak: 4 x 70,000 x 8192 bytes, x FEATURE_PEAK_FACTOR
     assert capped.peak_bytes == E.PEAK_BASE_BYTES + int(E.FEATURE_PEAK_FACTOR * 4 * 70000 * 8192)
 
@@ -152,12 +154,12 @@ def test_dry_run_prints_the_plan_and_computes_nothing(tmp_path, capsys, cal_home
     memo = tmp_path / "memo"
     code, out, err = run(capsys, "ladder", "--dry-run", "--cache-dir", memo)
     assert code == 0, err
-    assert out.startswith("plan: ladder: 260 runs (0 in the memo, 260 to compute); estimate on this machine: ")
-    assert "bracket: 28 runs of 8 arms, m = 256, seed 0" in out and "cell relu-trained: 29 runs" in out
+    assert out.startswith("plan: ladder: 300 runs (0 in the memo, 300 to compute); estimate on this machine: ")
+    assert "bracket: 84 runs of 8 arms, m = 256, seeds 0, 1, 2" in out and "cell relu-trained: 27 runs" in out
     code, out, err = run(capsys, "ladder", "--preset", "quick", "--dry-run", "--json", "-", "--cache-dir", memo)
     assert code == 0, err
     est = json.loads(out)
-    assert (est["runs_total"], est["to_compute"], est["calibration"]["measured_at"]) == (27, 27, "test")
+    assert (est["runs_total"], est["to_compute"], est["calibration"]["measured_at"]) == (57, 57, "test")
     assert len(Workspace(None, memo).memo) == 0  # nothing computed, nothing stored
 
 
@@ -168,7 +170,7 @@ def test_a_long_command_announces_its_estimate_on_stderr(tmp_path, capsys):
     assert est.seconds > P.ANNOUNCE_S
     P.announce(est)
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("estimate: ladder: 260 runs (0 in the memo")
+    assert captured.out == "" and captured.err.startswith("estimate: ladder: 300 runs (0 in the memo")
     assert captured.err.count("\n") == 1 and "--dry-run shows the plan" in captured.err
     P.announce(replace(est, seconds=P.ANNOUNCE_S))
     assert capsys.readouterr().err == ""

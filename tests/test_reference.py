@@ -1,7 +1,7 @@
 """The shipped reference results (lazylab/reference/paper.json), their loader and their export script.
 
 ``check_reference`` holds every check of a reference file against its own records; it runs on the
-shipped file (which must be the whole paper ladder: 260 runs) and on one exported here from a tiny
+shipped file (which must be the whole paper ladder: 300 runs and the brackets' extensions) and on one exported here from a tiny
 real ladder (2 arms, 2 widths, 1 epoch on 512 real Fashion-MNIST images, rates bracketed: seconds).
 """
 
@@ -18,7 +18,7 @@ import pytest
 from lazylab.errors import LazylabError
 from lazylab.experiments import Workspace
 from lazylab.experiments import render as xr
-from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH, PAPER_ARMS, PAPER_WIDTHS
+from lazylab.experiments.ladder import PAPER_ARMS, PAPER_WIDTHS
 from lazylab.reference import (KIND, PROVENANCE_KEYS, build_reference, dump_reference, load_reference,
                                reference_path)
 
@@ -48,14 +48,7 @@ def check_reference(doc: dict) -> None:
     for a in p["arms"]:
         assert not a.get("failed"), a["arm"]
         if plan["lr"] is None:
-            grid = [float(lr) for lr in a["bracket"]]
-            assert a["lr"] == max((acc, -i, lr) for i, (lr, acc) in enumerate(zip(grid, a["bracket"].values()))
-                                  if acc is not None)[2], f"{a['arm']}: the chosen rate is not the bracket's best"
-            expected += len(grid) - (BRACKET_WIDTH in plan["widths"] and BRACKET_SEED in seeds)
-            for lr, acc in zip(grid, a["bracket"].values()):
-                [b] = [r for r in runs if r["config"]["arm"] == a["arm"] and r["config"]["width"] == BRACKET_WIDTH
-                       and r["config"]["seed"] == BRACKET_SEED and r["config"]["lr"] == lr]
-                assert b["best_acc"] == acc
+            expected += _check_bracket(a, plan, runs)
         expected += len(plan["widths"]) * len(seeds)
         for w in plan["widths"]:
             cell = a["cells"][str(w)]
@@ -80,6 +73,34 @@ def check_reference(doc: dict) -> None:
     assert set(law) == set(plan["arms"])
 
 
+def _check_bracket(a: dict, plan: dict, runs: list[dict]) -> int:
+    """The arm's chosen rate is what its rule (``lazylab.bracket``) picks from the file's own bracket runs, every
+    rate tried has a run per bracket seed, and a choice or best at an end of the rates tried says why.
+    Returns: the number of bracket runs that are not also ladder cells."""
+    from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore
+
+    rule = (plan.get("bracket") or {}).get("rule", "argmax")  # files from before the rule was recorded: argmax
+    bseeds = (plan.get("bracket") or {}).get("seeds", [0])
+    sel = a.get("selection") or {}
+    b = Bracket(rule=rule, grid=sel.get("grid") or [float(lr) for lr in a["bracket"]])
+    for lr in (float(k) for k in a["bracket"]):
+        recs = sorted((r for r in runs if r["config"]["arm"] == a["arm"] and r["config"]["width"] == BRACKET_WIDTH
+                       and r["config"]["lr"] == lr and r["config"]["seed"] in bseeds), key=lambda r: r["config"]["seed"])
+        assert [r["config"]["seed"] for r in recs] == sorted(bseeds), (a["arm"], lr)
+        b.scores[lr] = RateScore.of(lr, recs)
+        mean = a["bracket"][repr(lr)]
+        assert (mean is None) if b.scores[lr].mean is None else math.isclose(mean, b.scores[lr].mean, abs_tol=1e-9)
+    assert a["lr"] == b.chosen(), f"{a['arm']}: the chosen rate is not what the {rule} rule picks from the runs"
+    if sel:
+        assert sel["chosen"] == a["lr"] and sel["rule"] == rule and sel["edge"] == b.edge()
+        assert b.wants_extension() is None, f"{a['arm']}: the bracket stopped before its grid was extended"
+        ends = (b.rates[0], b.rates[-1])
+        if a["lr"] in ends or b.best().lr in ends:  # an edge is never silent
+            assert sel["edge"], a["arm"]
+    overlap = len(set(bseeds) & set(plan["seeds"])) if BRACKET_WIDTH in plan["widths"] else 0
+    return len(b.scores) * len(bseeds) - overlap
+
+
 def test_the_shipped_reference_is_the_whole_paper_ladder_and_agrees_with_its_records():
     path = reference_path()
     if not path.is_file():
@@ -91,7 +112,9 @@ def test_the_shipped_reference_is_the_whole_paper_ladder_and_agrees_with_its_rec
     assert doc["preset"] == "paper"
     assert (plan["arms"], plan["widths"], plan["seeds"], plan["epochs"], plan["train_size"], plan["lr"]) == \
         (list(PAPER_ARMS), list(PAPER_WIDTHS), [0, 1, 2], 12, 60000, None)
-    assert len(doc["payload"]["runs"]) == 260 == xr._plan("paper").n_runs()
+    # the brackets' grid extensions come on top of the plan's runs (300 before any)
+    assert len(doc["payload"]["runs"]) >= xr._plan("paper").n_runs() == 300
+    assert plan["bracket"] == {"rule": "1se", "width": 256, "seeds": [0, 1, 2]}
     check_reference(doc)
     assert doc["provenance"]["where"] and doc["provenance"]["when"][:2] == "20"
     # the paper ladder measures every published point, and its analysis holds the redundancy grid

@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, backend_note, count, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, ProgressReporter, sweep
@@ -43,8 +43,12 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
 @widths_option()
 @seeds_option()
 @epochs_option(None)
-@lr_option("Fixed learning rate for every arm (skips bracketing) [default: each arm's rate bracketed at m=256, "
-           "seed 0, over its grid].")
+@lr_option("Fixed learning rate for every arm (skips bracketing) [default: each arm's rate bracketed at m=256 "
+           "over its grid, --bracket].")
+@click.option("--bracket", "bracket_rule", type=click.Choice(["1se", "argmax"]), default="1se", show_default=True,
+              help="How the rate is chosen at m=256: 1se runs seeds 0,1,2, excludes unstable rates, extends a grid "
+                   "whose best is at its end and takes the smallest rate within one standard error of the best; "
+                   "argmax is SPEC section 5 as published (seed 0, best best_acc). docs/ladder.md.")
 @train_size_option(None)
 @fan_in_option
 @click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
@@ -71,10 +75,10 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
 @backend_options
 @cache_limit_option
 @data_options
-def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout, lambdas, climb_widths, climb_gain,
+def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, fan_in, readout, lambdas, climb_widths, climb_gain,
            redundancy_sample, json_path, csv_path, out_dir, no_figures, report, dry_run, backend, address, task_cpus,
            task_gpus, cache_limit, data_dir, cache_dir):
-    """The width ladder: bracket each arm's rate at m=256, then train every width x seed.
+    """The width ladder: bracket each arm's rate at m=256 (--bracket), then train every width x seed.
 
     Prints best_acc per arm and width, the laws of SPEC section 6 and the exchange rate (how
     many frozen units match a trained one); every run is memoized, so an interrupted ladder
@@ -82,11 +86,13 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
 
     \b
     preset  arms                                   widths              seeds  epochs  runs
-    paper   yat, yat-data, relu, gaussian          16,32,...,8192      0,1,2  12      260
+    paper   yat, yat-data, relu, gaussian          16,32,...,8192      0,1,2  12      300
             x frozen, trained (8 arms)
-    quick   yat-frozen, relu-frozen,               16,64,256,1024      0      3       27
+    quick   yat-frozen, relu-frozen,               16,64,256,1024      0      3       57
             gaussian-frozen, yat-trained
-    Both train on all 60000 training images. Costs on 2 cores: README.md.
+    Both train on all 60000 training images. Runs: the brackets (every grid rate x seeds 0,1,2
+    at m=256) and the cells, before any grid extension (up to 2 rates x 3 seeds per arm).
+    Costs on 2 cores: README.md.
 
     \b
     Examples:
@@ -101,7 +107,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
 
     backend = make_backend(backend, address, task_cpus, task_gpus)
     plan = preset_plan(preset, parse_arms(arms_) if arms_ is not None else None, widths, seeds, epochs, train_size,
-                       lr, fan_in)
+                       lr, fan_in, bracket_rule)
     stray = [w for w in climb_widths or () if w not in plan.widths]
     if stray:  # a law fitted on widths the ladder never ran would fit nothing, silently
         raise click.BadParameter(f"{stray[0]} is not among the ladder's widths "
@@ -141,6 +147,9 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, train_size, fan_in, readout
     out.print(f"best_acc (%) on the test set, {over}; {count(plan_json['epochs'], 'epoch')} on "
               f"{plan_json['train_size']} training images")
     out.print(ladder_table(result))
+    brackets = bracket_table(result.to_json()["arms"])
+    if brackets is not None:
+        out.print(brackets)
     if report:
         out.print(f"runs: {len(result.runs)} from the memo at {ws.memo.directory} (report: nothing trained)")
     else:

@@ -110,6 +110,22 @@ def num(v, fmt=".2f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def bracket_table(arms: list[dict]) -> Table | None:
+    """The rate brackets of a ladder JSON's arms (``lazylab.bracket.bracket_rows``), None without any."""
+    from lazylab.bracket import BRACKET_HEADER, bracket_rows
+
+    rows = bracket_rows(arms)
+    if not rows:
+        return None
+    table = Table(title="rate brackets (docs/ladder.md): the margin is read against the seed std", title_justify="left")
+    for col in BRACKET_HEADER[:-1]:
+        table.add_column(col, justify="left" if col in ("arm", "rule", BRACKET_HEADER[2]) else "right")
+    for row in rows:
+        table.add_row(*row[:-1])
+    add_notes(table, [f"{row[0]}: {row[-1]}" for row in rows if row[-1]])
+    return table
+
+
 def analysis_tables(analysis: dict) -> list:
     """Rich renderables for the ladder's laws (``experiments.laws.analyse_ladder``), in SPEC section 6 order."""
     parts: list = []

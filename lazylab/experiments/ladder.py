@@ -8,6 +8,7 @@ import numpy as np
 
 from lazylab.analysis import unstable_reason
 from lazylab.arms import Arm
+from lazylab.bracket import BRACKET_SEED, BRACKET_WIDTH, DEFAULT_RULE, bracket_seeds, run_brackets
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 
@@ -25,13 +26,12 @@ PRESETS = {
         widths=(16, 64, 256, 1024), seeds=(0,), epochs=3, train_size=60000,
     ),
 }
-BRACKET_WIDTH = 256
-BRACKET_SEED = 0
 
 
 @dataclass(frozen=True)
 class LadderPlan:
-    """What to run. ``lr=None`` brackets each arm's rate at m = 256, seed 0 (SPEC section 5)."""
+    """What to run. ``lr=None`` brackets each arm's rate at m = 256 under ``bracket`` (``lazylab.bracket``:
+    ``"1se"`` over seeds 0, 1, 2, or ``"argmax"`` over seed 0 as SPEC section 5 publishes it)."""
 
     arms: tuple[Arm, ...]
     widths: tuple[int, ...]
@@ -41,24 +41,27 @@ class LadderPlan:
     batch: int = 256
     lr: float | None = None
     fan_in: str = "unit"
+    bracket: str = DEFAULT_RULE
 
     def protocol(self) -> dict:
         return dict(epochs=self.epochs, batch=self.batch, train_size=self.train_size, fan_in=self.fan_in)
 
     def n_runs(self) -> int:
-        """Distinct runs (a bracket run at a ladder cell's config counts once)."""
+        """Distinct runs before any grid extension (a bracket run at a ladder cell's config counts once)."""
         total = 0
         for arm in self.arms:
             total += len(self.widths) * len(self.seeds)
             if self.lr is None:
+                seeds = bracket_seeds(self.bracket)
                 grid = len(arm.unit.grid(arm.trained))
-                overlap = BRACKET_WIDTH in self.widths and BRACKET_SEED in self.seeds
-                total += grid - (1 if overlap else 0)
+                overlap = len(set(seeds) & set(self.seeds)) if BRACKET_WIDTH in self.widths else 0
+                total += grid * len(seeds) - overlap
         return total
 
 
 def preset_plan(preset: str, arms: tuple[Arm, ...] | None = None, widths=None, seeds=None, epochs: int | None = None,
-                train_size: int | None = None, lr: float | None = None, fan_in: str = "unit") -> LadderPlan:
+                train_size: int | None = None, lr: float | None = None, fan_in: str = "unit",
+                bracket: str = DEFAULT_RULE) -> LadderPlan:
     """The ladder ``lazylab ladder`` and ``lazylab.api.ladder`` run: every part not given (None or
     empty) is the preset's (``PRESETS``). Raises: LazylabError for an unknown preset or arm name."""
     from lazylab.arms import get_arm
@@ -69,17 +72,23 @@ def preset_plan(preset: str, arms: tuple[Arm, ...] | None = None, widths=None, s
     return LadderPlan(arms=tuple(arms) if arms else tuple(get_arm(n) for n in p["arms"]),
                       widths=tuple(widths or p["widths"]), seeds=tuple(seeds or p["seeds"]),
                       epochs=epochs or p["epochs"], train_size=train_size or p["train_size"],
-                      lr=None if lr is None else float(lr), fan_in=fan_in)
+                      lr=None if lr is None else float(lr), fan_in=fan_in, bracket=bracket)
 
 
 @dataclass
 class ArmSummary:
-    """Per-arm outcome: chosen rate, bracket scores, and per-width statistics of ``best_acc`` (%)."""
+    """Per-arm outcome: chosen rate, bracket scores, and per-width statistics of ``best_acc`` (%).
+
+    ``bracket`` maps each rate tried (repr) to its mean ``best_acc`` over the bracket's seeds (None: every
+    seed diverged); ``selection`` is ``lazylab.bracket.Bracket.to_json()`` (rule, per-rate scores, margin,
+    spread, extension, why), empty for a fixed rate.
+    """
 
     arm: str
     plugin: str
     lr: float | None
     bracket: dict[str, float | None] = field(default_factory=dict)
+    selection: dict = field(default_factory=dict)
     cells: dict[int, dict] = field(default_factory=dict)
     failed: str | None = None  # the UnitFailure that stopped the arm (its other runs skipped)
 
@@ -99,7 +108,7 @@ class LadderResult:
         return {
             "plan": self.plan,
             "arms": [
-                {"arm": a.arm, "plugin": a.plugin, "lr": a.lr, "bracket": a.bracket,
+                {"arm": a.arm, "plugin": a.plugin, "lr": a.lr, "bracket": a.bracket, "selection": a.selection,
                  "cells": {str(w): c for w, c in a.cells.items()}, **({"failed": a.failed} if a.failed else {})}
                 for a in self.arms
             ],
@@ -108,7 +117,10 @@ class LadderResult:
 
 
 def choose_rate(scores: dict[float, float | None]) -> float | None:
-    """The rate with the highest ``best_acc``; diverged runs (None) are never chosen; ties go to the first."""
+    """The rate with the highest ``best_acc``; diverged runs (None) are never chosen; ties go to the first.
+
+    SPEC section 5's rule on one seed: the trajectory's bracket uses it; the ladder's is ``lazylab.bracket``.
+    """
     finite = [(acc, -i, lr) for i, (lr, acc) in enumerate(scores.items()) if acc is not None]
     return max(finite)[2] if finite else None
 
@@ -132,10 +144,10 @@ def summarise(records: list[dict]) -> dict:
 
 
 def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter()) -> LadderResult:
-    """Bracket (unless ``plan.lr``), then train every (arm, width, seed) cell, memoized.
+    """Bracket (unless ``plan.lr``; ``lazylab.bracket``), then train every (arm, width, seed) cell, memoized.
 
-    Two calls to ``Workspace.run_cells``: every arm's bracket, then every arm's cells
-    at its chosen rate, so a concurrent backend has all of a phase's runs at once.
+    Calls to ``Workspace.run_cells``: every arm's bracket (and each round of its grid extensions),
+    then every arm's cells at its chosen rate, so a concurrent backend has all of a phase's runs at once.
     The rates of a bracket and the seeds of a cell train together.
 
     An arm whose unit fails (``lazylab.arms.UnitFailure``: non-finite features or
@@ -155,16 +167,12 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr) for arm in plan.arms]
     runs = {}  # by memo key: a bracket run reused as a ladder cell appears once
     if plan.lr is None:
-        grids = [arm.unit.grid(arm.trained) for arm in plan.arms]
-        cells = [(arm, ws.config(arm, BRACKET_WIDTH, BRACKET_SEED, lr, **plan.protocol()))
-                 for arm, grid in zip(plan.arms, grids) for lr in grid]
-        records = iter(ws.run_cells(cells, reporter))
-        for summary, grid in zip(summaries, grids):
-            bracket = [next(records) for _ in grid]
-            runs.update((r["key"], r) for r in bracket if not r.get("failed"))
-            scores = {lr: r["best_acc"] for lr, r in zip(grid, bracket)}
-            summary.bracket = {repr(lr): acc for lr, acc in scores.items()}
-            summary.lr = choose_rate(scores)
+        for summary, (bracket, records) in zip(summaries, run_brackets(ws, plan.arms, plan.protocol(), plan.bracket,
+                                                                       reporter)):
+            runs.update((r["key"], r) for r in records)
+            summary.bracket = {repr(lr): s.mean for lr, s in sorted(bracket.scores.items())}
+            summary.selection = bracket.to_json()
+            summary.lr = bracket.chosen()
     chosen = [(arm, s) for arm, s in zip(plan.arms, summaries) if s.lr is not None and arm.name not in ws.failures]
     cells = [(arm, ws.config(arm, width, seed, s.lr, **plan.protocol()))
              for arm, s in chosen for width in plan.widths for seed in plan.seeds]
@@ -181,5 +189,7 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),
+        "bracket": None if plan.lr is not None else
+        {"rule": plan.bracket, "width": BRACKET_WIDTH, "seeds": list(bracket_seeds(plan.bracket))},
     }
     return LadderResult(plan=plan_json, arms=summaries, runs=list(runs.values()))

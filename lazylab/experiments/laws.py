@@ -281,17 +281,16 @@ def exchange_table(result, arms: list[Arm], laws: dict) -> dict:
 
 
 def ladder_warnings(result) -> list[str]:
-    """One line per arm with unstable ladder runs, and one per arm whose rate bracket chose an end of its grid.
+    """One line per arm with unstable ladder runs, and one per arm whose rate bracket ends at an edge.
 
     Unstable: ``analysis.unstable_reason`` on the records of the arm's ladder cells (chosen rate, the
     plan's widths and seeds); the line names the arm, the widths with how many seeds each, the rate and
-    the reason of the first flagged run. Edge: the bracket (SPEC section 5, m = 256, seed 0) chose the
-    smallest or largest rate of a grid of two or more (a better rate may lie beyond it); the rule itself is
-    unchanged. No lines for a fixed ``--lr`` (no bracket) beyond the unstable ones.
+    the reason of the first flagged run. Edge: ``lazylab.bracket.Bracket.edge``'s reason when the best or the
+    chosen rate is an end of the rates tried. No lines for a fixed ``--lr`` (no bracket) beyond the unstable ones.
 
     Returns: the lines, each starting with the arm's name.
     """
-    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+    from lazylab.bracket import BRACKET_WIDTH
 
     lines = []
     for a in result.arms:
@@ -314,14 +313,39 @@ def ladder_warnings(result) -> list[str]:
             rate = f"lr {a.lr:g} (fixed)" if not a.bracket else f"lr {a.lr:g} (bracketed at m = {BRACKET_WIDTH})"
             r0, why0 = flagged[0]
             first = "" if len(flagged) == 1 else f"first m = {r0['config']['width']} seed {r0['config']['seed']}, "
-            lines.append(f"{a.arm}: unstable at m = {where} with {rate}: {first}{why0}")
-        grid = sorted(a.bracket, key=float)  # a plugin's grid need not be sorted
-        if len(grid) >= 2 and repr(a.lr) in (grid[0], grid[-1]):
-            top = repr(a.lr) == grid[-1]
-            lines.append(f"{a.arm}: the rate bracket (m = {BRACKET_WIDTH}, seed {BRACKET_SEED}) chose lr {a.lr:g}, "
-                         f"the {'largest' if top else 'smallest'} of its grid "
-                         f"{', '.join(f'{float(k):g}' for k in grid)}: a better rate may lie {'above' if top else 'below'} it")
+            if len(flagged) == len(recs) and len(per) > 1:  # nothing of this arm is a measurement: one sentence
+                lines.append(f"{a.arm}: every run is unstable (all {len(recs)}, every width, with {rate}), so its "
+                             f"curve measures the optimiser's spikes, not the unit: {_instability(a.arm) or why0}")
+            else:
+                lines.append(f"{a.arm}: unstable at m = {where} with {rate}: {first}{why0}")
+        sel = a.selection or {}
+        if sel.get("edge"):
+            lines.append(f"{a.arm}: the rate bracket ({_bracket_words(sel)}) chose lr {a.lr:g}: {sel['edge']}")
     return lines
+
+
+# Why a built-in arm is unstable at every width, measured (docs/ladder.md, "Unstable runs").
+KNOWN_INSTABILITY = {
+    ("yat", "data"): "each data-seeded Yat unit spikes at its own seed image, where ||w - x||^2 = 0 and the "
+                     "feature is (w.x + b)^2 / eps, a median 800 times its value on other images (seed 0, m = 256), "
+                     "so the readout's loss on those training images jumps",
+}
+
+
+def _instability(arm_name: str) -> str | None:
+    from lazylab.arms import get_arm
+
+    try:
+        arm = get_arm(arm_name)
+    except LazylabError:  # an arm of a plugin not installed here (a ladder read from a file)
+        return None
+    return KNOWN_INSTABILITY.get((arm.unit.name, arm.init))
+
+
+def _bracket_words(sel: dict) -> str:
+    seeds = sel.get("seeds") or []
+    return (f"{sel.get('rule')} rule, m = {sel.get('width')}, "
+            f"seed{'s' * (len(seeds) != 1)} {', '.join(map(str, seeds))}")
 
 
 def _count_seeds(n: int) -> str:
@@ -372,16 +396,16 @@ def missing_message(ws: Workspace, plan, result) -> str:
     An arm whose whole rate bracket is missing has no chosen rate, so its
     ladder cells were never looked up: they are counted as missing too.
     """
-    from lazylab.experiments.ladder import BRACKET_SEED, BRACKET_WIDTH
+    from lazylab.bracket import BRACKET_WIDTH, bracket_seeds
 
     runs = {k for k in ws.missing if k.startswith("run-")}
     n_missing = len(runs)
-    overlap = BRACKET_WIDTH in plan.widths and BRACKET_SEED in plan.seeds
+    overlap = len(set(bracket_seeds(plan.bracket)) & set(plan.seeds)) if BRACKET_WIDTH in plan.widths else 0
     for summary in result.arms:
         if plan.lr is None and summary.lr is None and summary.bracket and all(v is None for v in summary.bracket.values()):
             bracket_keys = [r["key"] for r in result.runs if r["config"]["arm"] == summary.arm]
             if all(k in runs for k in bracket_keys):
-                n_missing += len(plan.widths) * len(plan.seeds) - (1 if overlap else 0)
+                n_missing += len(plan.widths) * len(plan.seeds) - overlap
     n_red = len([k for k in ws.missing if k.startswith("redundancy-")])
     total = plan.n_runs()
     present = sum(1 for r in result.runs if not r.get("missing"))

@@ -127,8 +127,11 @@ def accuracy_plot(payload: dict):
         x, y, s = map(np.asarray, zip(*pts))
         st = arm_style(arm)
         styles.append(st)
-        ax.errorbar(x, y, yerr=s, markersize=5, capsize=3, linewidth=1.5, label=arm, **st.kwargs())
         cells = next(a for a in payload["arms"] if a["arm"] == arm)["cells"]
+        every = all(unstable.get(arm, {}).get(int(w), 0) >= (cells[str(int(w))].get("n") or 1) for w in x)
+        # an arm unstable in every run is not a measurement of its unit: its legend entry says so
+        ax.errorbar(x, y, yerr=s, markersize=5, capsize=3, linewidth=1.5,
+                    label=f"{arm} (every run unstable)" if every else arm, **st.kwargs())
         for w, m in zip(x, y):
             k = unstable.get(arm, {}).get(int(w))
             if k:

@@ -109,6 +109,30 @@ def _published_block(d: dict) -> str:
                      "published-table", left={0, 5}))
 
 
+def _rate_words(plan: dict) -> str:
+    """How the ladder's rates were chosen, for the sentence above its table."""
+    if plan.get("lr") is not None:
+        return f"every rate fixed at {plan['lr']:g}. "
+    b = plan.get("bracket") or {"rule": "argmax", "seeds": [0]}  # a file written before the rule was recorded
+    if b["rule"] == "argmax":
+        return "each arm's rate bracketed at m = 256, seed 0 over its grid (argmax, SPEC section 5 as published). "
+    return ("each arm's rate bracketed at m = 256 over seeds " + ", ".join(map(str, b["seeds"])) +
+            ": the smallest rate within one standard error of the best stable rate (the 1se rule, docs/ladder.md). ")
+
+
+def _bracket_block(d: dict, pid: str) -> list[str]:
+    """The rate brackets (``lazylab.bracket.bracket_rows``): every rate's mean and spread, the margin, the choice."""
+    from lazylab.bracket import BRACKET_HEADER, bracket_rows
+
+    rows = bracket_rows(d["arms"])
+    if not rows:
+        return []
+    notes = [f"{_e(r[0])}: {_e(r[-1])}" for r in rows if r[-1]]
+    return ["<h3>Rate brackets</h3>", _table(list(BRACKET_HEADER[:-1]), [[_e(c) for c in r[:-1]] for r in rows],
+                                             f"{pid}bracket-table", left={0, 1, 2}),
+            *([f'<p class=note id="{pid}bracket-notes">' + "<br>".join(notes) + "</p>"] if notes else [])]
+
+
 def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
     """One ladder's block: (unless ``lead``, which puts them in ``_paper_section``) the exchange rate and warnings,
     then its table, figures, unstable runs, movement law, gap, wall and redundancy. ``pid`` prefixes every
@@ -142,12 +166,12 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     out = [] if lead else _exchange_block(d, pid)
     out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, mean ± std over "
            f"seeds {_e(seeds)}; {plan['epochs']} epoch{'s' if plan['epochs'] != 1 else ''} on {plan['train_size']:,} "
-           f"training images; " + (f"every rate fixed at {plan['lr']:g}. " if plan.get("lr") is not None else
-                                   "each arm's rate bracketed at m = 256, seed 0 over its grid. ") + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
+           f"training images; " + _rate_words(plan) + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
            f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
            _table(header, rows, f"{pid}ladder-table", left={0, -1})]
     if not_fitted:  # the reason below the table, not in a column
         out.append(f'<p class=note id="{pid}law-notes">Ladder law not fitted: ' + "; ".join(not_fitted) + ".</p>")
+    out += _bracket_block(d, pid)
     if not lead:
         out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _ACCURACY_CAPTION))
     out += [_unstable_table(d, pid),

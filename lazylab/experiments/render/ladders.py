@@ -20,7 +20,9 @@ def _plan(preset: str | None, explicit: dict | None = None):
         p = dict(explicit)
         return LadderPlan(arms=tuple(_arm(n) for n in p["arms"]), widths=tuple(p["widths"]), seeds=tuple(p["seeds"]),
                           epochs=p.get("epochs", 12), train_size=p.get("train_size", 60000), lr=p.get("lr"),
-                          fan_in=p.get("fan_in", "unit"))
+                          fan_in=p.get("fan_in", "unit"),
+                          # a file written before the bracket rule was recorded used SPEC section 5's argmax
+                          bracket=(p.get("bracket") or {}).get("rule", "argmax"))
     p = PRESETS[preset]
     # Exactly what `lazylab ladder --preset <preset>` runs with no other option.
     return LadderPlan(arms=tuple(_arm(n) for n in p["arms"]), widths=p["widths"], seeds=p["seeds"], epochs=p["epochs"],
