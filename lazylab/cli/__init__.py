@@ -43,10 +43,10 @@ def cli(quiet, verbose):
 
 
 def _register() -> None:
-    from lazylab.cli import admin, ladder, ntk, render, runs, studies
+    from lazylab.cli import admin, ladder, ntk, render, runs, studies, verify
 
     for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
-                    studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render):
+                    studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render, verify.verify):
         cli.add_command(command)
 
 
