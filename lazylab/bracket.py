@@ -11,7 +11,9 @@ Two rules, named in ``RULES``:
   decides, so float-level changes (another CPU model's XLA code) cannot flip the choice unless two rates'
   means sit at one standard error of each other. When the best lies at an end of the rates tried, the grid
   is extended by one half-decade step that way (``next_rate``), at most ``MAX_EXTEND`` steps per arm, until
-  the best is interior; otherwise the reason is recorded (``edge``).
+  the best is interior; otherwise the reason is recorded (``edge``). When no rate is stable, the grid is
+  extended downwards and the smallest rate tried is used: unstable runs differ across CPU models, so a
+  comparison of them would be decided by float noise.
 - ``"argmax"``: SPEC section 5 as published: seed 0 only, the grid as given, the highest ``best_acc``
   (diverged runs never chosen, ties to the first). A float-level change can flip it where two rates are
   closer than one seed's noise; it is kept for fidelity to the publication.
@@ -142,23 +144,32 @@ class Bracket:
         rest = [s for s in pool if s is not best]
         return max(rest, key=lambda s: (s.mean, -s.lr)) if rest else None
 
+    def stable(self) -> bool:
+        """Whether any rate tried is eligible (every seed finite and stable)."""
+        return any(s.eligible for s in self.scores.values())
+
     def chosen(self) -> float | None:
-        """The rate used at every width (None when every run diverged)."""
+        """The rate used at every width (None when every run diverged). Under ``1se`` with no stable rate, the
+        smallest rate tried: no comparison of unstable runs decides (their bits differ across CPU models)."""
         best = self.best()
         if best is None:
             return None
         if self.rule == "argmax":
             return best.lr
         pool, _ = self._pool()
+        if not self.stable():
+            return min(s.lr for s in pool)
         floor = best.mean - (best.se or 0.0)
         return min(s.lr for s in pool if s.mean >= floor)
 
     def wants_extension(self) -> bool | None:
         """Which way to extend the grid (True: up, False: down), or None: the best is interior, or the rule is
-        ``argmax``, or ``MAX_EXTEND`` steps were taken."""
+        ``argmax``, or ``MAX_EXTEND`` steps were taken. With no stable rate, down (smaller rates are the stabler)."""
         best = self.best()
         if self.rule != "1se" or best is None or len(self.rates) < 2 or len(self.extended) >= MAX_EXTEND:
             return None
+        if not self.stable():
+            return False
         if best.lr == self.rates[-1]:
             return True
         if best.lr == self.rates[0]:
@@ -170,6 +181,10 @@ class Bracket:
         best, chosen, rates = self.best(), self.chosen(), self.rates
         if best is None or len(rates) < 2:
             return None
+        if self.rule == "1se" and not self.stable():
+            return (f"no rate tried is stable (each has an unstable or diverged seed; the grid was extended down by "
+                    f"{len(self.extended)} step{'s' * (len(self.extended) != 1)}), so lr {chosen:g}, the smallest "
+                    "tried, is used: comparing unstable runs would let float noise decide")
         ends = (rates[0], rates[-1])
         if best.lr in ends:
             side = "largest" if best.lr == rates[-1] else "smallest"
@@ -195,8 +210,10 @@ class Bracket:
         margin = "" if up is None else f"; margin over lr {up.lr:g} {best.mean - up.mean:.2f} points{spread}"
         if self.rule == "argmax":
             return f"argmax over seed {BRACKET_SEED}: lr {best.lr:g} ({best.mean:.2f} %){margin}"
-        head = "" if eligible else "every rate had an unstable or diverged seed, so none is excluded; "
-        return (f"{head}best lr {best.lr:g} ({best.mean:.2f} % over {n} seeds){margin}; chosen lr {chosen:g}, "
+        if not eligible:
+            return (f"no stable rate: best lr {best.lr:g} ({best.mean:.2f} % over {n} seeds, unstable){margin}; "
+                    f"chosen lr {chosen:g}, the smallest rate tried")
+        return (f"best lr {best.lr:g} ({best.mean:.2f} % over {n} seeds){margin}; chosen lr {chosen:g}, "
                 f"the smallest rate within one standard error ({best.se or 0:.2f}) of the best")
 
     def to_json(self) -> dict:
@@ -235,6 +252,8 @@ def run_brackets(ws, arms, protocol: dict, rule: str, reporter) -> list[tuple[Br
             up = b.wants_extension()
             if up is not None and arms[i].name not in ws.failures:
                 todo.append((i, next_rate(b.rates, up)))
+        if todo:
+            reporter.more(len(todo) * len(seeds))
     return list(zip(brackets, records))
 
 

@@ -272,6 +272,7 @@ def test_a_skipped_movement_law_is_said_below_the_table_and_in_the_legend():
 
 # ---------------------------------------------------------- the command line
 
+@pytest.mark.slow
 def test_ladder_writes_analysis_csv_figures_and_report_reprints_from_the_memo(capsys, memo_dir, tmp_path):
     out_json, figs = tmp_path / "l.json", tmp_path / "figs"
     argv = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "8,16", "--seeds", "0", "--epochs", "1",

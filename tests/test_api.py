@@ -33,6 +33,7 @@ def tiny(tmp_path_factory):
     return lad, memo, t0
 
 
+@pytest.mark.slow
 def test_ladder_cells_and_runs_are_the_memo_records(tiny):
     lad, memo_dir, t0 = tiny
     assert (lad.arms, lad.widths, lad.seeds, lad.epochs, lad.train_size, lad.lr) == (ARMS, WIDTHS, [0], 1, 512, 0.1)
@@ -57,6 +58,7 @@ def test_ladder_cells_and_runs_are_the_memo_records(tiny):
     assert law.floor is None and "at least 3" in law.skipped
 
 
+@pytest.mark.slow
 def test_run_rows_match_the_ladder_records(tiny):
     lad, memo_dir, t0 = tiny
     rows = api.runs(kind="run", cache_dir=memo_dir)
@@ -70,6 +72,7 @@ def test_run_rows_match_the_ladder_records(tiny):
                                                 ("yat-frozen", 16), ("yat-frozen", 32)]
 
 
+@pytest.mark.slow
 def test_filters_select_exactly_the_right_rows(tiny):
     lad, memo_dir, _ = tiny
     every = api.runs(cache_dir=memo_dir)
@@ -89,6 +92,7 @@ def test_filters_select_exactly_the_right_rows(tiny):
     assert api.runs(kind=["convex", "trajectory"], cache_dir=memo_dir) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kwargs, words", [
     (dict(kind="ladders"), "unknown kind 'ladders'; kinds: " + ", ".join(KINDS)),
     (dict(arm="yat-frozn"), "unknown arm 'yat-frozn': not installed and not in the memo"),
@@ -103,6 +107,7 @@ def test_bad_filters_are_one_line_errors(tiny, kwargs, words):
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
+@pytest.mark.slow
 def test_csv_has_one_row_per_run(tiny, capsys, tmp_path):
     from cli_helpers import run
 
@@ -117,6 +122,7 @@ def test_csv_has_one_row_per_run(tiny, capsys, tmp_path):
     assert {r["kind"] for r in rows} == {"run"} and {r["width"] for r in rows} == {"16", "32"}
 
 
+@pytest.mark.slow
 def test_results_of_other_code_are_hidden_unless_asked(tiny, tmp_path, monkeypatch):
     """An entry whose code identity (diskcache tag) is not this lazylab's is counted, not listed, by default."""
     from lazylab import config
@@ -167,6 +173,7 @@ def test_reference_ladder_is_the_shipped_file():
     assert interpolated and all(r.note.startswith("between m = ") for r in interpolated)
 
 
+@pytest.mark.slow
 def test_to_dataframe_shape_and_the_hint_without_pandas(tiny, monkeypatch):
     pd = pytest.importorskip("pandas")
     lad, memo_dir, _ = tiny
@@ -237,6 +244,7 @@ def lazylab_runs():
     return run
 
 
+@pytest.mark.slow
 def test_runs_command_csv_has_one_row_per_run_of_the_arm(tiny, lazylab_runs, capsys, tmp_path):
     lad, memo_dir, _ = tiny
     code, out, err = lazylab_runs(capsys, "runs", "--arm", "yat-frozen", "--csv", tmp_path / "runs.csv",
@@ -249,6 +257,7 @@ def test_runs_command_csv_has_one_row_per_run_of_the_arm(tiny, lazylab_runs, cap
     assert out.count("yat-frozen") == 2 and "relu-frozen" not in out
 
 
+@pytest.mark.slow
 def test_runs_command_json_to_stdout_alone(tiny, lazylab_runs, capsys):
     lad, memo_dir, _ = tiny
     code, out, err = lazylab_runs(capsys, "runs", "--json", "-", "--kind", "run", "--width", "32",
@@ -261,6 +270,7 @@ def test_runs_command_json_to_stdout_alone(tiny, lazylab_runs, capsys):
     assert lines(err) == []  # the table is left out: stdout holds the JSON alone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, needle", [
     (["--kind", "ladders"], "unknown kind 'ladders'; kinds: run, convex"),
     (["--arm", "yat-frozn"], "unknown arm 'yat-frozn'"),

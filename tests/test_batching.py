@@ -35,6 +35,7 @@ def _assert_same(batched, sequential):
             np.testing.assert_array_equal(np.asarray(lb), np.asarray(ls))
 
 
+@pytest.mark.slow
 def test_batched_seeds_of_a_trained_arm_equal_sequential_runs(fmnist):
     d = fmnist.subset(train_size=3072, test_size=2000)
     arm = get_arm("yat-trained")
@@ -46,6 +47,7 @@ def test_batched_seeds_of_a_trained_arm_equal_sequential_runs(fmnist):
     assert len({tuple(r.curve) for r in batched}) == 3
 
 
+@pytest.mark.slow
 def test_batched_rates_on_one_banks_features_equal_sequential_runs(fmnist):
     d = fmnist.subset(train_size=3072, test_size=2000)
     model = build_model(get_arm("yat-frozen"), 128, 0, d.x_train)
@@ -57,6 +59,7 @@ def test_batched_rates_on_one_banks_features_equal_sequential_runs(fmnist):
     assert len({tuple(r.curve) for r in batched}) == 3
 
 
+@pytest.mark.slow
 def test_one_member_diverging_leaves_the_others_untouched(fmnist):
     d = fmnist.subset(train_size=2048, test_size=1000)
     model = build_model(get_arm("yat-trained"), 32, 0, d.x_train)
@@ -67,6 +70,7 @@ def test_one_member_diverging_leaves_the_others_untouched(fmnist):
     assert batched[1].diverged is None and batched[1].curve == alone.curve
 
 
+@pytest.mark.slow
 def test_members_of_different_structure_are_refused(fmnist):
     d = fmnist.subset(train_size=512, test_size=256)
     arm = get_arm("yat-trained")
@@ -92,6 +96,7 @@ def test_batch_groups_join_seeds_and_rates_of_one_shape_only(tmp_path):
     assert all(len(g) == 1 for g in batch_groups(frozen, [dataclasses.replace(c, arm=frozen.name) for c in cfgs]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm_name", ["yat-trained", "relu-trained"])
 def test_a_runs_record_is_the_same_bits_whatever_it_is_grouped_with(fmnist, memo_dir, arm_name):
     """A member computes what it computes alone, so resuming or re-requesting a run never changes its record."""

@@ -53,10 +53,11 @@ def test_a_rate_with_an_unstable_seed_never_wins_the_1se_rule():
     b = _bracket("1se", {0.03: [80.0, 80.1, 80.2], 0.1: [85.0, 85.0, 85.0], 0.3: [70.0, 70.0, 70.0]},
                  unstable={(0.1, 2)})
     assert not b.scores[0.1].eligible and b.best().lr == 0.03 and b.chosen() == 0.03
-    # every rate unstable: none is excluded, and the sentence says so
+    # no stable rate: the grid extends down, then the smallest rate tried is used whatever the means say
     b = _bracket("1se", {0.03: [80.0, 80.0, 80.0], 0.1: [81.0, 81.0, 81.0]},
                  unstable={(0.03, 0), (0.1, 1)})
-    assert b.chosen() == 0.1 and b.to_json()["why"].startswith("every rate had an unstable")
+    assert b.wants_extension() is False and b.chosen() == 0.03 and b.to_json()["why"].startswith("no stable rate")
+    assert "no rate tried is stable" in b.edge()
 
 
 def test_a_best_rate_at_the_end_of_the_grid_asks_for_a_step_beyond_until_the_bound():

@@ -252,6 +252,7 @@ def ladder_options(place):
     return options(valid, invalid, always={"--cache-dir": [str(place["memo"])]})
 
 
+@pytest.mark.slow
 @fuzz(25)
 @given(st.data())
 def test_ladder_never_shows_a_traceback(capsys, place, drawn):
@@ -266,6 +267,7 @@ def _present(name: str) -> bool:
     return name in cli.commands
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _present("gram"), reason="no gram command yet")
 @fuzz(10)
 @given(st.data())
@@ -295,6 +297,7 @@ def test_gram_never_shows_a_traceback(capsys, place, drawn):
     assert_clean(*invoke(capsys, argv), argv)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _present("readout"), reason="no readout command yet")
 @fuzz(10)
 @given(st.data())
@@ -325,6 +328,7 @@ def test_readout_never_shows_a_traceback(capsys, place, drawn):
 # --------------------------------------------------------------------------- arms, data, cache
 
 
+@pytest.mark.slow
 @fuzz(6)
 @given(st.sampled_from([[], ["--json", "-"], ["--check"], ["--json", "-", "--check"]]))
 def test_arms_never_shows_a_traceback(capsys, place, flags):

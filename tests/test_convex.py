@@ -32,6 +32,7 @@ def relu_features(fmnist):
             np.asarray(features(model.feat, fmnist.x_test[:500])), fmnist.y_test[:500])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam", [1e-2, 1e-4])
 def test_optimum_matches_scikit_learn(relu_features, lam):
     """sklearn's multinomial LogisticRegression (lbfgs, float64) minimises sum CE + ||W||^2 / (2C):
@@ -49,6 +50,7 @@ def test_optimum_matches_scikit_learn(relu_features, lam):
     assert abs(ours["objective"] - mine) < 1e-4  # the value it reports is the objective it minimised
 
 
+@pytest.mark.slow
 def test_warm_start_reaches_the_same_optimum(relu_features):
     F, y, _, _ = relu_features
     cold = solve(F, y, 1e-3)
@@ -56,6 +58,7 @@ def test_warm_start_reaches_the_same_optimum(relu_features):
     assert abs(cold["objective"] - warm["objective"]) < 1e-5
 
 
+@pytest.mark.slow
 def test_lambda_is_chosen_without_the_test_set(relu_features):
     """The choice and the fit read only the training images: other test labels change only test_acc."""
     F, y, Ft, yt = relu_features
@@ -72,6 +75,7 @@ def test_lambda_is_chosen_without_the_test_set(relu_features):
 TINY = ["--train-size", "1536", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 
 
+@pytest.mark.slow
 def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_path):
     argv = ["ladder", "--arms", "relu-frozen,yat-trained", "--widths", "8,16", *TINY, "--readout", "both",
             "--lambdas", "1e-3,1e-5", "--json", tmp_path / "r.json", "--out", tmp_path / "fig"]
@@ -94,6 +98,7 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
     assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
 
 
+@pytest.mark.slow
 def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path):
     """render's ladder payload carries the wall (and the report its table and figure) only when
     every convex readout of the shown ladder's frozen arms is in the memo."""

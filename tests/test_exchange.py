@@ -165,6 +165,7 @@ def test_unstable_rule_on_real_loss_curves():
 
 
 # ------------------------------------------------------------- real ladder, end to end
+@pytest.mark.slow
 def test_ladder_reports_exchange_rates_and_unstable_runs(capsys, memo_dir, tmp_path):
     # 2 epochs on 2,048 real images at one fixed rate: yat-frozen climbs over the three widths (a law),
     # and 0.1 is too high for the trained Yat bank at m = 128 (its accuracy falls from m = 32).
@@ -230,10 +231,19 @@ def test_warnings_name_unstable_widths_and_a_bracket_at_the_edge_of_its_grid():
     from lazylab.experiments.laws import exchange_table, ladder_warnings
 
     ok, bad = [1.0, 0.6, 0.5], [31.6, 12.4, 7.21]
+    from lazylab.bracket import Bracket, RateScore
+
     grid = {"0.03": 70.0, "0.1": 71.0, "0.3": 72.0, "1.0": 73.0}
-    arms = [ArmSummary("yat-frozen", "builtin", 1.0, bracket=grid),  # top of its grid
-            ArmSummary("gaussian-frozen", "builtin", 0.3, bracket=dict(grid, **{"1.0": 60.0})),  # inside
-            ArmSummary("relu-frozen", "builtin", 0.03, bracket=dict(grid, **{"0.03": 99.0})),  # bottom
+
+    def argmax(scores):  # the selection an argmax bracket records (seed 0 only)
+        b = Bracket(rule="argmax", grid=[float(k) for k in scores])
+        for k, acc in scores.items():
+            b.scores[float(k)] = RateScore(lr=float(k), seeds=[0], accs=[acc], unstable=0, diverged=0)
+        return dict(bracket=scores, selection=b.to_json())
+
+    arms = [ArmSummary("yat-frozen", "builtin", 1.0, **argmax(grid)),  # top of its grid
+            ArmSummary("gaussian-frozen", "builtin", 0.3, **argmax(dict(grid, **{"1.0": 60.0}))),  # inside
+            ArmSummary("relu-frozen", "builtin", 0.03, **argmax(dict(grid, **{"0.03": 99.0}))),  # bottom
             ArmSummary("relu-trained", "builtin", 0.01)]  # fixed rate: no bracket
     runs = ([_rec("yat-frozen", w, 1.0, ok, 3) for w in (16, 1024)]
             + [_rec("gaussian-frozen", w, 0.3, bad if w == 1024 else ok, 3) for w in (16, 1024)]
@@ -243,14 +253,14 @@ def test_warnings_name_unstable_widths_and_a_bracket_at_the_edge_of_its_grid():
     result = LadderResult(plan={"widths": [16, 1024], "seeds": [0]}, arms=arms, runs=runs)
     lines = ladder_warnings(result)
     assert lines == [
-        "yat-frozen: the rate bracket (m = 256, seed 0) chose lr 1, the largest of its grid 0.03, 0.1, 0.3, 1: "
-        "a better rate may lie above it",
+        "yat-frozen: the rate bracket (argmax rule, m = 256, seed 0) chose lr 1: the best rate 1 is the largest "
+        "of the grid (the argmax rule does not extend it): a better rate may lie above it",
         "gaussian-frozen: unstable at m = 1024 (1 of 1 seed) with lr 0.3 (bracketed at m = 256): "
         "train loss 7.21 at best epoch 3 > ln 10 = 2.303",
-        "relu-frozen: the rate bracket (m = 256, seed 0) chose lr 0.03, the smallest of its grid 0.03, 0.1, 0.3, 1: "
-        "a better rate may lie below it",
-        "relu-trained: unstable at m = 16, 1024 (1 of 1 seed each) with lr 0.01 (fixed): "
-        "first m = 16 seed 0, train loss 7.21 at best epoch 3 > ln 10 = 2.303",
+        "relu-frozen: the rate bracket (argmax rule, m = 256, seed 0) chose lr 0.03: the best rate 0.03 is the "
+        "smallest of the grid (the argmax rule does not extend it): a better rate may lie below it",
+        "relu-trained: every run is unstable (all 2, every width, with lr 0.01 (fixed)), so its curve measures "
+        "the optimiser's spikes, not the unit: train loss 7.21 at best epoch 3 > ln 10 = 2.303",
     ]
     payload = result.to_json()
     assert [r["unstable"] is not None for r in payload["runs"]] == [False, False, False, True, True, False, False,

@@ -232,6 +232,7 @@ def small_cell(ws, width=8, real=True):
     return arm, cfg, SimpleNamespace(feat=SimpleNamespace(W=np.zeros((width, 784), np.float32)))
 
 
+@pytest.mark.slow
 def test_bank_features_are_stored_loaded_and_recomputed_when_corrupt(tmp_path, monkeypatch):
     import lazylab.model
     from lazylab.experiments import Workspace

@@ -101,6 +101,7 @@ def test_parse_classes_accepts_indices_and_names():
 
 
 # ---------------------------------------------------- science on real data
+@pytest.mark.slow
 def test_gram_on_real_images_crystallizes_and_second_invocation_reuses_the_memo(capsys, memo_dir, tmp_path):
     arm = get_arm("yat-frozen")
     ws = Workspace(None, memo_dir)
@@ -143,6 +144,7 @@ def test_gram_on_real_images_crystallizes_and_second_invocation_reuses_the_memo(
     assert [int(r["width"]) for r in rows] == payload["widths"]
 
 
+@pytest.mark.slow
 def test_gram_frames_are_prefixes_of_one_bank_with_shared_scalars(fmnist):
     """Frame m's features equal those of a bank built from the first m prototypes (Gaussian: shared sigma)."""
     arm = get_arm("gaussian-frozen")
@@ -158,6 +160,7 @@ def test_gram_frames_are_prefixes_of_one_bank_with_shared_scalars(fmnist):
                            np.asarray(bank.sigma_raw[...]))
 
 
+@pytest.mark.slow
 def test_plugin_reference_gram_converges_to_its_known_kernel(memo_dir):
     """Random Fourier features (the lazylab-rff plugin) estimate exp(-||x - y||^2 / (2 sigma^2)) exactly.
 
@@ -178,6 +181,7 @@ def test_plugin_reference_gram_converges_to_its_known_kernel(memo_dir):
     assert res.fit["slope"] is None or res.fit["slope"] < 0
 
 
+@pytest.mark.slow
 def test_readout_on_real_images_and_second_invocation_reuses_the_memo(capsys, memo_dir, tmp_path):
     arm = get_arm("yat-frozen")
     ws = Workspace(None, memo_dir)

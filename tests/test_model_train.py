@@ -43,6 +43,7 @@ def test_data_init_draws_distinct_training_images(fmnist):
     assert not np.array_equal(W, W2)
 
 
+@pytest.mark.slow
 def test_gaussian_bandwidth_is_the_median_heuristic(fmnist):
     model = build_model(get_arm("gaussian-frozen"), 64, seed=0, x_train=fmnist.x_train)
     W = np.asarray(model.feat.W[...], np.float64)
@@ -71,6 +72,7 @@ def test_batch_orders_are_fresh_permutations_with_partial_batch_dropped():
     np.testing.assert_array_equal(orders, batch_orders(seed=0, n=1000, batch=256, epochs=2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm_name", ["yat-frozen", "gaussian-frozen"])
 def test_frozen_bank_is_bit_identical_after_training(fmnist, arm_name):
     xtr, ytr, xte, yte = slice_(fmnist)
@@ -98,6 +100,7 @@ def test_trained_arm_moves_its_prototypes_and_scalars(fmnist):
     assert model.feat.scalars()["b"] != s0["b"]
 
 
+@pytest.mark.slow
 def test_head_on_stored_features_matches_step_by_step(fmnist):
     xtr, ytr, xte, yte = slice_(fmnist)
     arm = get_arm("yat-frozen")
@@ -115,6 +118,7 @@ def test_head_on_stored_features_matches_step_by_step(fmnist):
     assert stored.best_acc > 60.0  # a real readout on real images, not noise
 
 
+@pytest.mark.slow
 def test_non_finite_loss_is_recorded_as_diverged(fmnist):
     xtr, ytr, xte, yte = slice_(fmnist)
     model = build_model(get_arm("gaussian-trained"), 16, seed=0, x_train=xtr)

@@ -60,6 +60,7 @@ def test_two_mode_decay_rates():
 
 
 # ------------------------------------------------------------------ the lab
+@pytest.mark.slow
 def test_lab_jacobian_matches_jax_jacrev_in_float64():
     theta = lab.init_params(5, 3)
     x = np.linspace(-2, 2, 7)
@@ -97,6 +98,7 @@ def test_drift_shrinks_with_width():
     assert sw.rows[0]["disagreement"] > sw.rows[2]["disagreement"]
 
 
+@pytest.mark.slow
 def test_lab_cli_writes_png_and_gif(capsys, tmp_path):
     from PIL import Image
 
@@ -125,12 +127,14 @@ def test_sweep_cli_prints_slopes(capsys, tmp_path):
 
 
 # ------------------------------------------------------------------ audit
+@pytest.mark.slow
 def test_audit_passes_and_exits_0(capsys):
     code, out, _ = run(capsys, "ntk", "audit")
     assert code == 0, out
     assert "12/12 checks pass" in out
 
 
+@pytest.mark.slow
 def test_broken_gradient_fails_the_finite_difference_check():
     def broken(theta, x):
         f, J = lab.forward_jacobian(theta, x)
@@ -186,6 +190,7 @@ def tiny_x():
     return np.random.default_rng(0).random((600, 784)).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm_name", ["yat-trained", "gaussian-trained", "relu-trained", "yat-frozen"])
 def test_empirical_ntk_equals_explicit_jjt(arm_name, tiny_x):
     from lazylab.arms import get_arm
@@ -217,6 +222,7 @@ class MixingBank(nnx.Module):
         return h + jnp.roll(h, 1, axis=-1) ** 2
 
 
+@pytest.mark.slow
 def test_structured_ntk_detects_a_mixing_bank(tiny_x):
     from lazylab.model import Model
 
@@ -229,6 +235,7 @@ def test_structured_ntk_detects_a_mixing_bank(tiny_x):
     np.testing.assert_allclose(K.matrix(), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 
 
+@pytest.mark.slow
 def test_full_jacobian_is_refused_over_its_limit(tiny_x):
     from lazylab.arms import get_arm
     from lazylab.model import build_model
@@ -238,6 +245,7 @@ def test_full_jacobian_is_refused_over_its_limit(tiny_x):
         kernels.empirical_ntk(model, tiny_x[:4], nnx.Param, "jacobian", limit=1000)
 
 
+@pytest.mark.slow
 def test_ntk_arm_cli_matches_brute_force_on_a_tiny_case(capsys, memo_dir, tmp_path):
     from lazylab.arms import get_arm
     from lazylab.experiments import Workspace

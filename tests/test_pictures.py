@@ -98,6 +98,7 @@ def test_per_image_scale_shows_small_prototypes_that_the_shared_scale_washes_out
     assert contrast["per-image"][0] > 30 * contrast["shared"][0]
 
 
+@pytest.mark.slow
 def test_render_trajectory_reports_its_scale_and_refuses_an_unknown_one(tmp_path):
     from lazylab.errors import LazylabError
 

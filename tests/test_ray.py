@@ -111,6 +111,7 @@ def ladders(ray_instance, tmp_path_factory):
     return out, {name: tmp / name for name in out}, seconds
 
 
+@pytest.mark.slow
 def test_ray_ladder_equals_the_local_one(ladders):
     paths, _, _ = ladders
     local, ray = (json.loads(paths[name].read_text()) for name in ("local", "ray"))
@@ -124,6 +125,7 @@ def test_ray_ladder_equals_the_local_one(ladders):
         assert rec["best_acc"] is not None and len(rec["curve"]) == 1
 
 
+@pytest.mark.slow
 def test_second_ray_ladder_recomputes_nothing(ladders, capsys):
     _, memos, _ = ladders
     code, out, err = run(capsys, *LADDER, "--backend", "ray", "--cache-dir", memos["ray"])
@@ -132,6 +134,7 @@ def test_second_ray_ladder_recomputes_nothing(ladders, capsys):
     assert "; 0 Ray tasks on a local Ray instance" in out
 
 
+@pytest.mark.slow
 def test_tasks_get_the_jax_settings(ray_instance, monkeypatch):
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".25")
     backend = RayBackend()
@@ -146,6 +149,7 @@ def _tiny_cfgs(ws, arm, widths):
     return [ws.config(arm, w, s, 0.1, epochs=1, batch=256, train_size=2048, fan_in="unit") for w in widths for s in (0, 1)]
 
 
+@pytest.mark.slow
 def test_a_worker_with_other_data_fails_in_one_line(ray_instance, tmp_path):
     from lazylab.arms import get_arm
     from lazylab.experiments import Workspace
@@ -160,6 +164,7 @@ def test_a_worker_with_other_data_fails_in_one_line(ray_instance, tmp_path):
     assert ws.memo.get_record(cfg.key()) is None
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_stored_groups_and_cancels_the_rest(ray_instance, tmp_path):
     from lazylab.arms import get_arm
     from lazylab.experiments import Reporter, Workspace
@@ -193,6 +198,7 @@ def test_a_worker_falls_back_to_its_own_data_and_checks_the_fingerprint(tmp_path
         ws.check("0123456789abcdef")
 
 
+@pytest.mark.slow
 def test_ray_trajectory_equals_the_local_one(ray_instance, tmp_path):
     import numpy as np
 

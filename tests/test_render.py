@@ -84,6 +84,7 @@ def rendered(tmp_path_factory):
             "settings": settings, "reference": ref}
 
 
+@pytest.mark.slow
 def test_every_job_ran_and_computed_on_a_fresh_memo(rendered):
     entries = rendered["entries"]
     assert set(entries) == set(GIF_JOBS) | set(FIGURE_JOBS) | {"ntk_audit"}
@@ -98,6 +99,7 @@ def test_every_job_ran_and_computed_on_a_fresh_memo(rendered):
     assert rendered["page"] == out / REPORT
 
 
+@pytest.mark.slow
 def test_each_gif_fits_5mb_loops_and_keeps_one_frame_size(rendered):
     for gif in GIFS:
         g = read_gif(rendered["out"] / gif)
@@ -107,6 +109,7 @@ def test_each_gif_fits_5mb_loops_and_keeps_one_frame_size(rendered):
         assert g["frames"] > 1, gif
 
 
+@pytest.mark.slow
 def test_figures_are_png_and_svg_and_reference_nothing_outside(rendered):
     from PIL import Image
 
@@ -119,6 +122,7 @@ def test_figures_are_png_and_svg_and_reference_nothing_outside(rendered):
         assert not re.search(r'(?:href|src)\s*=\s*"(?:https?:)?//', svg), stem
 
 
+@pytest.mark.slow
 def test_manifest_records_config_versions_and_file_hashes(rendered):
     m = json.loads((rendered["out"] / MANIFEST).read_text())
     fp = rendered["ws"].fingerprint
@@ -155,6 +159,7 @@ def _forbid_compute(monkeypatch):
         monkeypatch.setattr(mod, name, boom)
 
 
+@pytest.mark.slow
 def test_second_run_computes_and_draws_nothing(rendered, monkeypatch):
     _forbid_compute(monkeypatch)
     import lazylab.render.gifs
@@ -169,6 +174,7 @@ def test_second_run_computes_and_draws_nothing(rendered, monkeypatch):
     assert {k: v for k, v in after.items() if k != REPORT} == {k: v for k, v in before.items() if k != REPORT}
 
 
+@pytest.mark.slow
 def test_a_new_folder_is_drawn_from_the_memo_without_computing(rendered, monkeypatch, tmp_path):
     _forbid_compute(monkeypatch)
     page, entries = Renderer(rendered["ws"], tmp_path / "again", rendered["settings"]).report()
@@ -178,6 +184,7 @@ def test_a_new_folder_is_drawn_from_the_memo_without_computing(rendered, monkeyp
         assert read_gif(tmp_path / "again" / gif)["frames"] == read_gif(rendered["out"] / gif)["frames"]
 
 
+@pytest.mark.slow
 def test_a_changed_picture_is_redrawn_from_the_memo(rendered, monkeypatch):
     _forbid_compute(monkeypatch)
     gif = rendered["out"] / "readout.gif"
@@ -189,6 +196,7 @@ def test_a_changed_picture_is_redrawn_from_the_memo(rendered, monkeypatch):
     assert read_gif(gif)["frames"] == 5
 
 
+@pytest.mark.slow
 def test_cli_render_gifs_second_run_is_fast_and_lists_every_gif(rendered, monkeypatch, capsys):
     monkeypatch.setattr(xr, "DEFAULT_SETTINGS", TINY)
     _forbid_compute(monkeypatch)
@@ -274,6 +282,7 @@ def browser(tmp_path):
         driver.quit()
 
 
+@pytest.mark.slow
 def test_report_loads_in_a_headless_browser(rendered, browser, tmp_path):
     from PIL import Image
     from selenium.webdriver.common.by import By
@@ -329,6 +338,7 @@ def _open_at(browser, page: Path, width: int, height: int = 900) -> None:
     assert browser.execute_script("return window.innerWidth") == width
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 400])
 def test_report_leads_with_the_paper_ladder_and_no_table_overflows(rendered, browser, width):
     """At 1400 and 400 px: the labelled reference first, its exchange-rate table with rows, the unstable marker, and
@@ -366,6 +376,7 @@ def test_report_leads_with_the_paper_ladder_and_no_table_overflows(rendered, bro
             " return getComputedStyle(w).overflowX") == "auto"
 
 
+@pytest.mark.slow
 def test_render_report_from_a_ladder_json_shows_a_plugin_arm(rendered, tmp_path, capsys):
     """``ladder --json`` with the example plugin's arm, then ``render report --from``: its row in the table, its
     line in the figure (the manifest lists the arm the figure was drawn from), nothing else recomputed."""
@@ -408,6 +419,7 @@ def test_render_from_a_bad_file_is_one_line(content, needle, tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.slow
 def test_render_with_an_unknown_arm_or_two_ladders_is_refused(rendered, tmp_path, capsys):
     code, out, err = run(capsys, "render", "report", "--arms", "yat-frozen,nope", "--out", tmp_path / "o",
                          "--cache-dir", tmp_path / "m")
@@ -435,6 +447,7 @@ def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():
     assert _render_settings("auto", (), None, None, None, None).ladder == xr.LadderSettings(preset="auto")
 
 
+@pytest.mark.slow
 def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered, capsys, tmp_path):
     """`render --from` with the --json of gram, readout and trajectory (run with TINY's options, memo hits) draws
     those pictures with the files' configurations: the same memo keys as the settings that made them."""

@@ -156,6 +156,7 @@ def test_arms_check_exits_2_naming_the_nan_unit(nan_plugin, capsys, monkeypatch)
     assert "on real images: 1 of 2 units passed" in out
 
 
+@pytest.mark.slow
 def test_ladder_isolates_a_nan_unit_prints_the_healthy_table_and_json_and_exits_2(nan_plugin, capsys, tmp_path):
     out_json = tmp_path / "ladder.json"
     code, out, err = run(capsys, "ladder", "--arms", "nanunit-frozen,yat-frozen", "--widths", "8", *TINY,
@@ -266,6 +267,7 @@ def write_idx(path: Path, a: np.ndarray, gz: bool = True) -> None:
     path.write_bytes(gzip.compress(payload) if gz else payload)
 
 
+@pytest.mark.slow
 def test_duplicated_images_refuse_data_seeding_in_one_line_and_raw_idx_loads(tmp_path, capsys, memo_dir, fmnist):
     """600 copies of one training image (the test split real): no internal error anywhere; the
     training files are raw IDX under the usual .gz names (told apart by the gzip magic)."""

@@ -49,6 +49,7 @@ def _ladder(tmp_path: Path, name: str, xla_setting: str, *options: str) -> tuple
     return runs, proc.stderr
 
 
+@pytest.mark.slow
 def test_cached_programs_give_the_same_runs_as_compiling(tmp_path):
     """Cold (compiles and writes), warm (loads every program), off and damaged: bit-identical run records."""
     cache = tmp_path / "xla"
@@ -88,6 +89,7 @@ def test_cached_programs_give_the_same_runs_as_compiling(tmp_path):
     assert f"{len(entries)} compiled programs" in " ".join(info.stdout.split()), info.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["LAZYLAB_XLA_CACHE", "JAX_COMPILATION_CACHE_DIR"])
 def test_a_folder_that_cannot_be_written_turns_the_cache_off(tmp_path, setting):
     """A path through a regular file: no folder, no lock, so jax's cache is off, silently."""

@@ -160,6 +160,9 @@ class ProgressReporter:
     def plan(self, total):
         self.display.update(self.task, total=total)
 
+    def more(self, n):
+        self.display.update(self.task, total=(self.display.stages[self.task]["total"] or 0) + n)
+
     @staticmethod
     def label(cfg) -> str:
         """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout (no rate)."""

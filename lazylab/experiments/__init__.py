@@ -26,6 +26,9 @@ class Reporter:
 
     def plan(self, total: int) -> None: ...
 
+    def more(self, n: int) -> None:
+        """``n`` runs beyond the plan (a rate bracket's grid extension, ``lazylab.bracket``)."""
+
     def start(self, cfg: RunConfig) -> None: ...
 
     def epoch(self, cfg: RunConfig, epoch: int, acc: float) -> None: ...

@@ -38,17 +38,27 @@ def reference_path() -> Path:
     return REFERENCE_FILE
 
 
-def machine_description() -> str:
-    """One line describing this machine: OS, CPU model and count, accelerators seen by jax (if loaded)."""
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """This machine's CPU model, as the first ``model name`` line of ``/proc/cpuinfo`` gives it.
+
+    Returns: the model string (e.g. ``"AMD EPYC"``), else ``platform.processor()`` where there is no
+    ``/proc/cpuinfo`` or no model name in it, else ``platform.machine()`` (e.g. ``"x86_64"``).
+    """
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    model = line.split(":", 1)[1].strip()
+                    if model:
+                        return model
     except OSError:
         pass
+    return platform.processor() or platform.machine()
+
+
+def machine_description() -> str:
+    """One line describing this machine: OS, CPU model and count, accelerators seen by jax (if loaded)."""
+    cpu = cpu_model()
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{platform.system()} {platform.release()}, {cpu}, {n} CPU core{'s' * (n != 1)} available"
 

@@ -43,7 +43,8 @@ def ladder_in_memo(ws: Workspace, plan) -> tuple[int, int]:
             if a.lr is None and plan.lr is None:
                 missing += len(plan.widths) * len(plan.seeds)
         present = sum(1 for r in result.runs if not r.get("missing"))
-        missing = min(missing, plan.n_runs() - present)  # a missing bracket run is also an unlooked-up cell
+        # a missing bracket run is also an unlooked-up cell; grid extensions run beyond n_runs()
+        missing = max(0, min(missing, plan.n_runs() - present)) if missing else 0
     finally:
         ws.memo_only, ws.missing = saved
     return present, missing
