@@ -471,7 +471,8 @@ def test_bracketing_skips_a_diverging_rate_and_table_says_diverged(tmp_path):
         return dataclasses.replace(base, unit=dataclasses.replace(base.unit, lr_grids={"trained": rates}))
 
     ws = Workspace(None, tmp_path / "memo")
-    plan = LadderPlan(arms=(with_grid(1e3, 1e-2),), widths=(8,), seeds=(0,), epochs=1, train_size=2048)
+    plan = LadderPlan(arms=(with_grid(1e3, 1e-2),), widths=(8,), seeds=(0,), epochs=1, train_size=2048,
+                      bracket="argmax")  # SPEC section 5 as published: one seed, the grid as given
     (summary,) = run_ladder(ws, plan).arms
     assert summary.bracket["1000.0"] is None and summary.bracket["0.01"] is not None
     assert summary.lr == 1e-2
