@@ -360,8 +360,10 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
         raise LazylabError(f"lr: expected a positive finite rate, got {lr!r}")
     if fan_in not in ("unit", "d"):
         raise LazylabError(f"fan_in: expected 'unit' or 'd', got {fan_in!r}")
-    if bracket not in ("1se", "argmax"):
-        raise LazylabError(f"bracket: expected '1se' or 'argmax', got {bracket!r}")
+    from lazylab.bracket import RULES
+
+    if bracket not in RULES:
+        raise LazylabError(f"bracket: expected one of {', '.join(RULES)}, got {bracket!r}")
     plan = preset_plan(preset, tuple(get_arm(n) for n in names) if names else None, _ints(widths, "widths", 1),
                        _ints(seeds, "seeds", 0), epochs, train_size, lr, fan_in, bracket)
 

@@ -14,6 +14,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  width_option, widths_option)
 from lazylab.cli.output import (warn, analysis_tables, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
+from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, ProgressReporter, sweep
 from lazylab.errors import LazylabError
@@ -45,7 +46,7 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
 @epochs_option(None)
 @lr_option("Fixed learning rate for every arm (skips bracketing) [default: each arm's rate bracketed at m=256 "
            "over its grid, --bracket].")
-@click.option("--bracket", "bracket_rule", type=click.Choice(["1se", "argmax"]), default="1se", show_default=True,
+@click.option("--bracket", "bracket_rule", type=click.Choice(RULES), default=DEFAULT_RULE, show_default=True,
               help="How the rate is chosen at m=256: 1se runs seeds 0,1,2, excludes unstable rates, extends a grid "
                    "whose best is at its end and takes the smallest rate within one standard error of the best; "
                    "argmax is SPEC section 5 as published (seed 0, best best_acc). docs/ladder.md.")

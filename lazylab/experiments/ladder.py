@@ -8,7 +8,7 @@ import numpy as np
 
 from lazylab.analysis import unstable_reason
 from lazylab.arms import Arm
-from lazylab.bracket import BRACKET_SEED, BRACKET_WIDTH, DEFAULT_RULE, bracket_seeds, run_brackets
+from lazylab.bracket import BRACKET_WIDTH, DEFAULT_RULE, bracket_seeds, run_brackets
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 
