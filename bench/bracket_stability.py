@@ -72,6 +72,17 @@ class _Lines:
                   f"({cfg.data}): {record['best_acc']}", file=sys.stderr, flush=True)
 
 
+def cutoff_gap(b) -> str:
+    """How far the rate nearest the 1se cutoff (the best's mean less its standard error) sits from it, in points,
+    signed (+ inside, - outside): a choice that one ulp can flip has a rate within a few hundredths of it."""
+    best = b.best()
+    if best is None or best.se is None:
+        return "-"
+    floor = best.mean - best.se
+    others = [s.mean - floor for s in b.scores.values() if s is not best and s.eligible and s.mean is not None]
+    return f"{min(others, key=abs):+.3f}" if others else "-"
+
+
 def main(argv=None) -> int:
     from lazylab.arms import get_arm
     from lazylab.experiments import Workspace
@@ -92,7 +103,8 @@ def main(argv=None) -> int:
     ulp = brackets(perturbed_workspace(args.perturbed_cache), arms, protocol)
     print(f"bracket stability, preset {args.preset} ({p['epochs']} epochs, m = 256): real images against images "
           f"moved by one ulp; {time.perf_counter() - t0:.0f} s")
-    print(f"{'arm':18} {'rule':6} {'real':>8} {'1 ulp':>8}  flip  margin (points) / seed std at the best")
+    print(f"{'arm':18} {'rule':6} {'real':>8} {'1 ulp':>8}  flip  margin (points) / seed std at the best"
+          "  [1se: nearest rate to the cutoff, real / 1 ulp]")
     flips = {"argmax": [], "1se": []}
     for arm in arms:
         for rule in ("argmax", "1se"):
@@ -104,7 +116,7 @@ def main(argv=None) -> int:
             margin = "-" if sel["margin"] is None else f"{sel['margin']:.2f}"
             spread = "-" if sel["spread"] is None else f"{sel['spread']:.2f}"
             print(f"{arm.name:18} {rule:6} {a.chosen():8g} {b.chosen():8g}  {'FLIP' if flip else '    '}  "
-                  f"{margin} / {spread}")
+                  f"{margin} / {spread}" + (f"  [{cutoff_gap(a)} / {cutoff_gap(b)}]" if rule == "1se" else ""))
     for rule in ("argmax", "1se"):
         print(f"{rule}: {len(flips[rule])} of {len(arms)} arms flip" + (f" ({', '.join(flips[rule])})" if flips[rule] else ""))
     return 0
