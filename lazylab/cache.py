@@ -37,7 +37,7 @@ import numpy as np
 
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
-from lazylab.locations import default_dir, legacy_note
+from lazylab.locations import check_memo_dir, default_dir, legacy_note
 
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
@@ -299,7 +299,7 @@ class Memo:
     """
 
     def __init__(self, directory: Path | str | None = None, feature_limit: int | None = None):
-        self.directory = Path(directory) if directory else default_dir()
+        self.directory = check_memo_dir(Path(directory) if directory else default_dir())
         self.problems: list[str] = UniqueLines()  # one line per corrupt entry met, however often it is read
         if not directory and not os.environ.get("LAZYLAB_CACHE"):
             note = legacy_note(self.directory)

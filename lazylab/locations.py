@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 from pathlib import Path
 
 from lazylab.errors import LazylabError
@@ -61,3 +63,49 @@ def legacy_note(directory: Path, cwd: Path | None = None) -> str | None:
         return None
     return (f"note: {old} holds a memo from an earlier lazylab, which kept it in ./cache; the default memo is now "
             f"{directory}: pass --cache-dir {LEGACY_DIR} (or set LAZYLAB_CACHE) to use the old one, or move it there")
+
+
+# What lazylab and diskcache make in a memo folder: the SQLite index (and its journals), the feature
+# store, the parsed data copies, and diskcache's value folders (two hex digits, lazylab.cache.SafeDisk).
+MEMO_FILES = ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal")
+MEMO_FOLDERS = ("features", "data")
+_VALUE_FOLDER = re.compile(r"[0-9a-f]{2}")
+
+
+def check_memo_dir(directory: str | os.PathLike) -> Path:
+    """Refuse a memo location that is not a memo folder, before anything opens or creates one there.
+
+    Accepted: a missing path (it becomes a memo), an empty folder, a folder whose ``cache.db`` is a
+    regular file (a memo), or a folder holding only what a memo holds (``MEMO_FILES``,
+    ``MEMO_FOLDERS``, diskcache's two-hex-digit value folders). A symbolic link is followed.
+
+    Args: directory: the memo location (``--cache-dir``, ``$LAZYLAB_CACHE`` or the default).
+    Returns: ``directory`` as a Path.
+    Raises: LazylabError (one line, naming the path and how to choose another) for a regular file,
+      a device, a FIFO or a socket, a symbolic-link loop, a path below a file, a folder that
+      cannot be read, or a non-empty folder that is not a lazylab memo (it is left untouched).
+    """
+    directory = Path(directory)
+    hint = "pass --cache-dir or set LAZYLAB_CACHE to a memo folder, or to an empty or missing one"
+    try:
+        mode = directory.stat().st_mode
+    except FileNotFoundError:
+        return directory  # created by the memo (a parent that cannot be created is the memo's one line)
+    except OSError as exc:  # ELOOP, ENOTDIR (a parent is a file), EACCES
+        raise LazylabError(f"the memo location {directory} cannot be used: {exc.strerror or exc}; {hint}") from None
+    if not stat.S_ISDIR(mode):
+        kind = ("a regular file" if stat.S_ISREG(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")
+        raise LazylabError(f"the memo location {directory} is {kind}, not a folder; {hint}")
+    try:
+        if (directory / "cache.db").is_file():
+            return directory
+        names = os.listdir(directory)
+    except OSError as exc:
+        raise LazylabError(f"the memo location {directory} cannot be read: {exc.strerror or exc}; {hint}") from None
+    foreign = sorted(n for n in names if n not in MEMO_FILES + MEMO_FOLDERS and not _VALUE_FOLDER.fullmatch(n))
+    if foreign:
+        raise LazylabError(f"the memo location {directory} is a folder that is not a lazylab memo (it holds "
+                           f"{foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, and no "
+                           f"cache.db); it is left as it is; {hint}")
+    return directory

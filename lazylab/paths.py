@@ -38,8 +38,8 @@ def writable_file(path: str | Path, option: str) -> Path:
 
     Raises: LazylabError naming ``option`` if ``path`` is empty, ``-`` (standard output is not a file
       here), a directory, something else that is not a regular file (a device such as /dev/null, a
-      FIFO: a write by rename would replace it), or its folder is not writable. A symbolic link is
-      written through, to its target.
+      FIFO: a write by rename would replace it), a symbolic-link loop, or its folder is not writable.
+      A symbolic link is written through, to its target.
     """
     if str(path) in ("", "."):
         raise LazylabError(f"{option}: empty path")
@@ -49,13 +49,24 @@ def writable_file(path: str | Path, option: str) -> Path:
     if path.is_dir():
         raise LazylabError(f"{option}: {path} is a directory, not a file")
     _regular_or_absent(path, option)
-    writable_dir(path.resolve().parent, option)
+    writable_dir(_resolve(path, option).parent, option)
     return path
 
 
+def _resolve(path: Path, option: str | None) -> Path:
+    """``path.resolve()``; LazylabError (one line) for a symbolic-link loop, which Python reports as a RuntimeError."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        where = f"{option}: " if option else ""
+        reason = "a symbolic-link loop" if isinstance(exc, RuntimeError) else (exc.strerror or str(exc))
+        raise LazylabError(f"{where}cannot follow {path}: {reason}; give another path") from None
+
+
 def _regular_or_absent(path: Path, option: str | None) -> Path:
-    """``path`` with a symbolic link followed; LazylabError if it exists and is not a regular file."""
-    target = path.resolve() if path.is_symlink() else path
+    """``path`` with a symbolic link followed; LazylabError if it exists and is not a regular file,
+    or if its links loop."""
+    target = _resolve(path, option) if path.is_symlink() else path
     if target.exists() and not target.is_file():
         where = f"{option}: " if option else ""
         raise LazylabError(f"{where}{path} is not a regular file (a device, a FIFO or a socket); give a file path")
@@ -70,8 +81,8 @@ def write_atomically(path: str | Path, write, option: str | None = None) -> Path
     temporary file is removed, and the old ``path``, if any, is left as it was. A symbolic link
     is written through (its target is replaced).
     Raises: LazylabError (one line, naming ``option`` if given, and the reason) when
-    the file cannot be written: a full disk, a read-only folder, a name too long, or
-    ``path`` is not a regular file (a device, a FIFO).
+    the file cannot be written: a full disk, a read-only folder, a name too long, a
+    symbolic-link loop, or ``path`` is not a regular file (a device, a FIFO).
     """
     path = _regular_or_absent(Path(path), option)  # a rename would replace a link or a device node
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")

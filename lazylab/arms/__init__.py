@@ -15,10 +15,12 @@ bank is built (``check_bank``); ``lazylab.testing.check_unit`` (``lazylab arms
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -373,7 +375,9 @@ def registry() -> Registry:
     only, see ``check_bank``) is recorded in ``Registry.errors`` and skipped,
     and announced through ``warn`` (one line per unit); with
     ``LAZYLAB_STRICT_PLUGINS=1`` any such problem raises one ``LazylabError``
-    line naming every broken unit and its distribution instead.
+    line naming every broken unit and its distribution instead. What a plugin
+    prints on ``sys.stdout`` while it loads goes to ``sys.stderr``, so that
+    stdout holds a command's results alone (``--json -``).
     """
     global _REGISTRY
     if _REGISTRY is not None:
@@ -404,7 +408,9 @@ def registry() -> Registry:
             continue
         ep, dist, version = found[0]
         try:
-            unit = _check_contract(ep.load(), ep.name)
+            # stdout belongs to the results (``--json -``): what a plugin prints while loading goes to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                unit = _check_contract(ep.load(), ep.name)
         except (Exception, SystemExit) as exc:  # a broken plugin must not take the CLI down
             fail(ep.name, dist, version, (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0])
             continue

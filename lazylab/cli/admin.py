@@ -110,9 +110,10 @@ def data_info(data_dir, cache_dir, json_path):
     """
     from lazylab import data as fmnist
     from lazylab.cache import default_dir
+    from lazylab.locations import check_memo_dir
 
     prepare_json(json_path)
-    info = fmnist.info(data_dir, cache_dir=cache_dir or default_dir())
+    info = fmnist.info(data_dir, cache_dir=check_memo_dir(cache_dir or default_dir()))  # its parsed copy lives there
     write_json(json_path, info)
     out.print(f"directory: {info['directory']}")
     out.print(f"train: {info['train']}  test: {info['test']}  image: {info['image_shape'][0]}x{info['image_shape'][1]}  fingerprint: {info['fingerprint']}")

@@ -6,6 +6,7 @@ to it. Seeds are 0..MAX_SEED, widths 1..MAX_WIDTH, training sets 256..60000 imag
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import Counter
 from pathlib import Path
@@ -324,7 +325,8 @@ class NtkTimes(click.ParamType):
 
 # ----------------------------------------------------------- path options
 class CheckedPath(click.Path):
-    """A ``click.Path`` that also refuses an empty path and a component over ``NAME_MAX`` bytes.
+    """A ``click.Path`` that also refuses an empty path, a component over ``NAME_MAX`` bytes and a
+    symbolic-link loop (the path, or a folder above it).
 
     ``''`` would otherwise mean the working directory (a memo there, with its permissions),
     and a long component fails only when the file is opened, after the work is done.
@@ -341,6 +343,13 @@ class CheckedPath(click.Path):
             longest = max(len(os.fsencode(part)) for part in str(text).split(os.sep))
             if longest > NAME_MAX:
                 self.fail(f"a path component is {longest} bytes long; file systems allow {NAME_MAX}", param, ctx)
+            try:
+                os.stat(text)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # else it fails only when written, after the work is done
+                    self.fail(f"{text} leads into a symbolic-link loop; give another path", param, ctx)
+            except ValueError:  # a NUL byte: click's own check says so
+                pass
         return super().convert(value, param, ctx)
 
 

@@ -137,19 +137,21 @@ class ProgressReporter:
     """The experiments' run reporter (``plan``, ``start``, ``epoch``, ``done``) drawn on a ``Display``:
     a bar with the current run, and in plain mode one line per finished run.
 
-    The latest one is kept in ``ProgressReporter.latest`` so that ``main`` can say,
-    after an interrupt, how many finished runs the memo holds.
+    The latest one is kept in ``ProgressReporter.latest`` (``main`` sets it to None before each
+    command), and each one keeps the one before it in ``before``, so that ``main`` can say, after an
+    interrupt, how many finished runs the command kept in the memo over all its stages.
     """
 
     latest = None
 
     def __init__(self, display: Display, name: str = "runs", est=None):
+        self.before = ProgressReporter.latest  # the command's earlier stage (a ladder before its convex readouts)
         ProgressReporter.latest = self
         self.display = display
         self.task = display.task(name)
         self.computed = 0
         self.cached = 0
-        self._reported: set[str] = set()  # a bracket run reused as a ladder cell is counted once
+        self._reported: dict[str, bool] = {}  # key -> cached; a bracket run reused as a ladder cell is counted once
         # The plan's estimated seconds per run to compute (lazylab.estimate), so that the time left
         # follows the plan (the wide runs come last) scaled by the pace so far, not the first runs' pace.
         self.pending = {(r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
@@ -181,7 +183,7 @@ class ProgressReporter:
 
     def done(self, cfg, record, cached):
         if record["key"] not in self._reported:
-            self._reported.add(record["key"])
+            self._reported[record["key"]] = bool(cached)
             self.cached += cached
             self.computed += not cached
             best = record.get("best_acc")
@@ -238,10 +240,26 @@ def check_interrupt() -> None:
         raise KeyboardInterrupt
 
 
-def interrupted_message() -> str:
-    """What an interrupt leaves: the finished runs kept in the memo."""
-    rep = ProgressReporter.latest
+def kept_runs() -> tuple[int, int] | None:
+    """``(computed now, already in the memo)``: the distinct runs every stage of this command reported
+    (``ProgressReporter.latest`` and the ones ``before`` it), each once; None when no stage reported.
+    A run computed by one stage and met again by a later one counts as computed."""
+    rep, cached = ProgressReporter.latest, {}
     if rep is None:
+        return None
+    while rep is not None:
+        for key, was_cached in rep._reported.items():
+            cached[key] = cached.get(key, True) and was_cached
+        rep = rep.before
+    now = sum(not c for c in cached.values())
+    return now, len(cached) - now
+
+
+def interrupted_message() -> str:
+    """What an interrupt leaves: the finished runs the command kept in the memo, over all its stages."""
+    kept = kept_runs()
+    if kept is None:
         return "interrupted: every finished run is kept in the memo; run the same command to resume"
-    return (f"interrupted: {count(rep.computed + rep.cached, 'run')} kept in the memo ({rep.computed} computed now, "
-            f"{rep.cached} already there); run the same command to resume")
+    computed, cached = kept
+    return (f"interrupted: {count(computed + cached, 'run')} kept in the memo ({computed} computed now, "
+            f"{cached} already there); run the same command to resume")

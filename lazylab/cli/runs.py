@@ -56,9 +56,12 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
       lazylab runs --json - | python -m json.tool
     """
     from lazylab.config import code_identity
+    from lazylab.locations import check_memo_dir, default_dir
     from lazylab.paths import writable_file
     from lazylab.runs import list_runs
 
+    # A location that is not a memo is refused as every other command refuses it, not listed as empty.
+    check_memo_dir(Path(cache_dir).expanduser() if cache_dir else default_dir())
     prepare_json(json_path)
     if csv_path is not None:
         writable_file(csv_path, "--csv")
