@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lazylab.cache import Memo, default_dir, legacy_note
+from lazylab.locations import check_memo_dir
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 
@@ -281,7 +282,7 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
     """
     _check_filters(arms, widths, seeds, kinds)
     if memo is None:
-        directory = Path(cache_dir).expanduser() if cache_dir else default_dir()
+        directory = check_memo_dir(Path(cache_dir).expanduser() if cache_dir else default_dir())
         note = None if cache_dir or os.environ.get("LAZYLAB_CACHE") else legacy_note(directory)
         if not (directory / "cache.db").is_file():
             listing = RunListing(runs=[], directory=directory, problems=[note] if note else [])
