@@ -5,8 +5,10 @@
 
 Reads the memo only (nothing is trained; the redundancy measurement of the analysis is
 computed if it is not in the memo: seconds). Refuses in one line, exit 2, when any of the
-paper ladder's runs is missing. The file's format and its loader: lazylab/reference/__init__.py;
-how the report uses it: docs/render.md.
+paper ladder's runs is missing. Records the SHA-256 of the payload's canonical JSON as
+``provenance.digest`` (``lazylab.reference.payload_digest``), which every load checks, and reads
+the written file back through ``load_reference`` before it reports success. The file's format and
+its loader: lazylab/reference/__init__.py; how the report uses it: docs/render.md.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
         return 2
     p = doc["provenance"]
     print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes): {p['runs']} runs, lazylab {p['lazylab']} "
-          f"({p['code']}), computed {p['when']} on {p['where']}")
+          f"({p['code']}), computed {p['when']} on {p['where']}; payload digest {p['digest']}")
     return 0
 
 

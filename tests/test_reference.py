@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -178,14 +179,24 @@ def test_a_changed_record_breaks_the_check(tiny):
         check_reference(doc)
 
 
+def _nudge_first_mean(text: str) -> str:
+    """The file with the last digit of its first cell mean changed: still a valid accuracy, another number."""
+    return re.sub(r'("mean": \d+\.\d*?)(\d)(?=[,}])', lambda m: m[1] + str((int(m[2]) + 1) % 10), text, count=1)
+
+
 @pytest.mark.parametrize("damage, needle", [
     (lambda t: "{not json", "not JSON"),
     (lambda t: t.replace(KIND, "something else"), "not a lazylab reference file"),
     (lambda t: t.replace('"schema": 1', '"schema": 99'), "schema 99"),
-    (lambda t: t.replace('"where":', '"wear":'), "provenance lacks 'where'"),
+    (lambda t: t.replace('"where":', '"wear":'), "field provenance.where: Field required"),
+    (lambda t: t.replace('"digest":', '"digits":'), "field provenance.digest: Field required"),
     (lambda t: t.replace('"runs": 11', '"runs": 12'), "12 runs"),
-    (lambda t: t.replace('"widths": [8, 16]', '"widths": [8, "x"]'), "plan.widths"),
+    (lambda t: t.replace('"widths": [8, 16]', '"widths": [8, "x"]'),
+     "field payload.plan.widths[1]: Input should be a valid integer"),
     (lambda t: t.replace('"arm": "yat-trained"', '"arm": "other"', 1), "'arms' does not hold"),
+    (_nudge_first_mean, "its digest does not match its contents (changed after export?)"),
+    (lambda t: t.replace('"ladder_law": {', '"ladder_law": {"zz-extra": 7, ', 1),
+     "field payload.analysis.ladder_law.zz-extra: Input should be"),
 ])
 def test_a_bad_reference_file_is_one_line(tiny, tmp_path, damage, needle):
     bad = tmp_path / "bad.json"
@@ -195,6 +206,8 @@ def test_a_bad_reference_file_is_one_line(tiny, tmp_path, damage, needle):
     assert needle in str(exc.value) and "\n" not in str(exc.value)
     with pytest.raises(LazylabError, match="no such file"):
         load_reference(tmp_path / "absent.json")
+    with pytest.raises(LazylabError, match="is a folder, not a regular file"):
+        load_reference(tmp_path)
 
 
 def test_the_export_script_refuses_an_incomplete_memo_in_one_line(tiny, tmp_path, capsys):

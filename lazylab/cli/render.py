@@ -99,9 +99,9 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
     out.print(table)
     for e in entries:
         if e["name"] == "paper":
-            out.print(f"paper ladder: {e['spec']['source']} ({e['spec']['note']})")
+            out.print(f"paper ladder: {e['spec']['source']} ({e['spec']['note']})", soft_wrap=True)  # one line
         if e["name"] == "ladder" and e["spec"].get("note"):
-            out.print(f"your ladder: {e['spec']['name']} ({e['spec']['note']})")
+            out.print(f"your ladder: {e['spec']['name']} ({e['spec']['note']})", soft_wrap=True)
         if e["name"] == "trajectory":
             rates = ", ".join(f"{r['arm']} {r['lr']:g} ({r['source']})" for r in e["spec"]["arms"])
             out.print(f"trajectory rates: {rates}")

@@ -8,8 +8,11 @@ envelope that says where, when and by which lazylab it was computed::
     {"schema": 1, "kind": "lazylab reference results", "preset": "paper",
      "provenance": {"where": str, "when": "YYYY-MM-DD" (UTC), "exported_at": ISO-8601 UTC,
                     "lazylab": version, "code": code identity, "command": str, "data": fingerprint,
-                    "runs": int},
+                    "runs": int, "digest": SHA-256 (hex) of the payload's canonical JSON},
      "payload": {"plan", "arms", "runs", "analysis"}}
+
+The digest is recorded at export (``dump_reference``) and checked at load: a number changed by hand, or a
+damaged file, is refused in one line, and ``lazylab render`` then draws its report without the reference.
 
 ``scripts/export_reference.py`` writes it from a memo holding the complete paper ladder
 (``build_reference`` here); ``load_reference`` reads and checks it. ``lazylab render`` shows it
@@ -18,8 +21,8 @@ when the memo does not hold the whole paper ladder (docs/render.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import os
 import platform
 from datetime import datetime, timezone
@@ -30,7 +33,7 @@ from lazylab.errors import LazylabError
 REFERENCE_SCHEMA = 1
 KIND = "lazylab reference results"
 REFERENCE_FILE = Path(__file__).with_name("paper.json")
-PROVENANCE_KEYS = ("where", "when", "exported_at", "lazylab", "code", "command", "data", "runs")
+PROVENANCE_KEYS = ("where", "when", "exported_at", "lazylab", "code", "command", "data", "runs", "digest")
 
 
 def reference_path() -> Path:
@@ -68,71 +71,33 @@ def _bad(path, what: str):
     return LazylabError(f"{path}: {what}")
 
 
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def check_payload(payload, where="ladder JSON") -> dict:
-    """Check a ladder payload's structure (what ``lazylab ladder --json`` writes); returns it.
+    """Check a ladder payload (what ``lazylab ladder --json`` writes) against its schema; returns it.
 
-    Required: ``plan`` with ``arms`` (names), ``widths`` (positive ints), ``seeds``
-    (ints) and ``epochs``; ``arms``: one dict per plan arm with ``arm`` and ``cells``
-    (``{str(width): {"mean": float | None, ...}}``); ``runs``: a list of records each with
-    ``config`` (``arm``, ``width``, ``seed``, ``lr``) and ``best_acc`` (a number or None);
-    ``analysis``: a dict with ``ladder_law``. Newer fields (``unstable``, ``analysis["exchange"]``,
-    ``analysis["warnings"]``) are optional; missing ``unstable`` marks are derived from the runs'
-    loss curves (``_mark_unstable``).
-    Raises: LazylabError (one line, naming ``where`` and the first problem found).
+    The schema is ``lazylab.schemas.ladder.LadderPayload``: every field the readers use (the render's
+    ladder pictures and report, ``lazylab.api``, ``lazylab.verify``), with the ranges of the options that
+    produced it (seeds 0..MAX_SEED, widths 1..MAX_WIDTH, rates (0, MAX_LR], epochs, training set size,
+    accuracies 0..100 %); one summary per plan arm in its order, cells at the plan's widths, runs of the
+    plan's arms. Newer fields (``unstable``, ``selection``, ``analysis["exchange"]``, ``["warnings"]``,
+    ...) are optional; missing ``unstable`` marks are derived from the runs' loss curves
+    (``_mark_unstable``). Unknown fields are ignored and kept.
+    Returns: ``payload`` itself (the plain dict, ``unstable`` marks filled in).
+    Raises: LazylabError (one line: ``<where>: field <path>: <problem>``, naming the first problem found).
     """
-    if not isinstance(payload, dict):
-        raise _bad(where, "not a JSON object")
-    plan = payload.get("plan")
-    if not isinstance(plan, dict):
-        raise _bad(where, "no 'plan' object (not a ladder --json file?)")
-    arms = plan.get("arms")
-    if not isinstance(arms, list) or not arms or not all(isinstance(a, str) and a for a in arms):
-        raise _bad(where, "plan.arms is not a non-empty list of arm names")
-    widths = plan.get("widths")
-    if not isinstance(widths, list) or not widths or not all(isinstance(w, int) and not isinstance(w, bool) and w > 0
-                                                             for w in widths):
-        raise _bad(where, "plan.widths is not a non-empty list of positive integers")
-    seeds = plan.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _bad(where, "plan.seeds is not a non-empty list of integers")
-    for field in ("epochs", "train_size"):
-        if not isinstance(plan.get(field), int) or plan[field] < 1:
-            raise _bad(where, f"plan.{field} is not a positive integer")
-    summaries = payload.get("arms")
-    if not isinstance(summaries, list) or [a.get("arm") if isinstance(a, dict) else None for a in summaries] != arms:
-        raise _bad(where, "'arms' does not hold one summary per arm of the plan, in its order")
-    for a in summaries:
-        cells = a.get("cells")
-        if not isinstance(cells, dict):
-            raise _bad(where, f"arm {a['arm']}: no 'cells' object")
-        for w, c in cells.items():
-            if str(w) not in {str(x) for x in widths} or not isinstance(c, dict):
-                raise _bad(where, f"arm {a['arm']}: cell {w!r} is not a width of the plan")
-            if c.get("mean") is not None and not _is_num(c["mean"]):
-                raise _bad(where, f"arm {a['arm']}, m = {w}: mean is not a number")
-            if not isinstance(c.get("n"), int) or (c.get("std") is not None and not _is_num(c["std"])):
-                raise _bad(where, f"arm {a['arm']}, m = {w}: no seed count n, or std is not a number")
-        if a.get("lr") is not None and not _is_num(a["lr"]):
-            raise _bad(where, f"arm {a['arm']}: lr is not a number")
-    runs = payload.get("runs")
-    if not isinstance(runs, list):
-        raise _bad(where, "no 'runs' list")
-    for i, r in enumerate(runs):
-        cfg = r.get("config") if isinstance(r, dict) else None
-        if not isinstance(cfg, dict) or not {"arm", "width", "seed", "lr"} <= set(cfg):
-            raise _bad(where, f"run {i}: no config with arm, width, seed and lr")
-        if cfg["arm"] not in arms:
-            raise _bad(where, f"run {i}: arm {cfg['arm']!r} is not in the plan")
-        if r.get("best_acc") is not None and not _is_num(r["best_acc"]):
-            raise _bad(where, f"run {i}: best_acc is not a number")
-    if not isinstance(payload.get("analysis"), dict) or not isinstance(payload["analysis"].get("ladder_law"), dict):
-        raise _bad(where, "no 'analysis' object with a 'ladder_law'")
+    from lazylab.schemas.ladder import check_ladder_payload
+
+    check_ladder_payload(payload, where)
     _mark_unstable(payload)
     return payload
+
+
+def payload_digest(payload: dict) -> str:
+    """SHA-256 (hex) of a payload's canonical JSON (sorted keys, no spaces, floats by ``repr``).
+
+    The same numbers give the same digest however the file is laid out; any changed value changes it.
+    """
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _mark_unstable(payload: dict) -> None:
@@ -157,33 +122,32 @@ def load_reference(path: str | Path | None = None) -> dict:
     """Read and check the reference results (default: the shipped ``paper.json``).
 
     Returns the whole document: ``{"schema", "kind", "preset", "provenance", "payload"}`` (module
-    docstring); ``payload`` is a ladder payload checked by ``check_payload``.
-    Raises: LazylabError (one line) when the file is absent or unreadable, not JSON, of
-      another schema or kind, lacks a provenance field, or holds a malformed payload.
+    docstring); ``payload`` is a ladder payload checked by ``check_payload``, and its canonical JSON has
+    the SHA-256 ``provenance["digest"]`` recorded at export.
+    Raises: LazylabError (one line) when the file is absent, unreadable, not a regular file or too
+      large, not JSON, of another schema or kind, lacks a provenance field, holds a malformed payload,
+      or its digest does not match its payload (a number changed after export).
     """
+    from lazylab.schemas import read_json, validate
+    from lazylab.schemas.ladder import ReferenceEnvelope, check_ladder_payload
+
     path = Path(path) if path is not None else reference_path()
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise _bad(f"reference results {path}", "no such file") from None
-    except OSError as exc:
-        raise _bad(f"reference results {path}", f"cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise _bad(f"reference results {path}", f"not JSON ({exc})") from None
+    what = f"reference results {path}"
+    if not path.exists() and not path.is_symlink():
+        raise _bad(what, "no such file")
+    doc = read_json(path, "reference results")
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise _bad(f"reference results {path}", f"not a lazylab reference file (kind is not {KIND!r})")
-    if doc.get("schema") != REFERENCE_SCHEMA:
-        raise _bad(f"reference results {path}", f"schema {doc.get('schema')!r}; this lazylab reads schema {REFERENCE_SCHEMA}")
-    prov = doc.get("provenance")
-    if not isinstance(prov, dict):
-        raise _bad(f"reference results {path}", "no provenance object")
-    for k in PROVENANCE_KEYS:
-        if k not in prov:
-            raise _bad(f"reference results {path}", f"provenance lacks {k!r}")
-    check_payload(doc.get("payload"), f"reference results {path}")
-    if prov["runs"] != len(doc["payload"]["runs"]):
-        raise _bad(f"reference results {path}",
-                   f"provenance says {prov['runs']} runs, the payload holds {len(doc['payload']['runs'])}")
+        raise _bad(what, f"not a lazylab reference file (kind is not {KIND!r})")
+    if doc.get("schema") != REFERENCE_SCHEMA or isinstance(doc.get("schema"), bool):
+        raise _bad(what, f"schema {str(doc.get('schema'))[:40]}; this lazylab reads schema {REFERENCE_SCHEMA}")
+    prov = validate(ReferenceEnvelope, doc, what).provenance
+    check_ladder_payload(doc.get("payload"), what, "payload")
+    digest = payload_digest(doc["payload"])  # before _mark_unstable fills in what an older payload lacks
+    _mark_unstable(doc["payload"])
+    if prov.runs != len(doc["payload"]["runs"]):
+        raise _bad(what, f"provenance says {prov.runs} runs, the payload holds {len(doc['payload']['runs'])}")
+    if digest != prov.digest:
+        raise _bad(what, "its digest does not match its contents (changed after export?)")
     return doc
 
 
@@ -225,14 +189,19 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
     prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),
             "exported_at": now.isoformat(timespec="seconds"), "lazylab": __version__, "code": code_identity(),
             "command": command or f"lazylab ladder --preset {preset}", "data": ws.fingerprint,
-            "runs": len(payload["runs"])}
+            "runs": len(payload["runs"]), "digest": payload_digest(payload)}
     return {"schema": REFERENCE_SCHEMA, "kind": KIND, "preset": preset, "provenance": prov, "payload": payload}
 
 
 def dump_reference(doc: dict) -> str:
-    """The file's text: one JSON object, one run record per line (diffs stay readable, the file small)."""
+    """The file's text: one JSON object, one run record per line (diffs stay readable, the file small).
+
+    ``provenance["digest"]`` is written as the SHA-256 of the payload written (``payload_digest``), so a payload
+    changed after ``build_reference`` (tests plant differences) is recorded as it is; ``doc`` is not changed.
+    """
     payload = doc["payload"]
     head = {k: v for k, v in doc.items() if k != "payload"}
+    head["provenance"] = {**head.get("provenance", {}), "digest": payload_digest(payload)}
     body = {k: v for k, v in payload.items() if k != "runs"}
     lines = ["{", *[f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in head.items()], ' "payload": {']
     lines += [f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in body.items()]

@@ -168,7 +168,9 @@ def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
 
     ``source`` is ``"memo"`` when every run of the paper preset is in the memo, else
     ``"reference"`` when the reference file (``reference``, default the shipped
-    ``lazylab/reference/paper.json``) loads, else ``"none"`` (``note`` says why). Nothing is trained.
+    ``lazylab/reference/paper.json``) loads, else ``"none"``: ``note`` says in one line why, e.g. that the
+    reference is unavailable because its digest does not match its contents (``load_reference``); the report
+    is then drawn without it. Nothing is trained.
     """
     import hashlib
 
@@ -190,9 +192,10 @@ def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
     path = reference or reference_path()
     try:
         doc = load_reference(path)
-    except LazylabError as exc:
+    except LazylabError as exc:  # absent, damaged or changed after export (its digest): the report goes on without it
         return {"source": "none", "plan": None, "plan_json": None, "provenance": None, "sha256": None,
-                "path": str(path), "note": f"not complete in the memo ({why}) and {exc}"}
+                "path": str(path), "note": f"not complete in the memo ({why}), and the reference results are "
+                                          f"unavailable: {exc}"}
     from pathlib import Path
 
     sha = hashlib.sha256(Path(path).read_bytes()).hexdigest()
