@@ -3,9 +3,12 @@
 Nothing read from the store is unpickled: records are JSON text, arrays are
 ``.npz`` bytes loaded with ``allow_pickle=False``, and the diskcache ``Disk``
 used here refuses pickled values outright. Every value carries a SHA-256 of
-its payload, so a truncated or overwritten entry is detected on read and
-treated as missing (the caller recomputes it). The directory is created
-private (0700).
+its payload, so a truncated or overwritten entry is detected on read, and every
+record is checked against its schema (``lazylab.schemas.caches``); an entry that
+cannot be read (``lazylab.memo_disk``: a row lazylab never writes, a bad seal, a
+record that fails its schema) is reported in one line, deleted and treated as
+missing (the caller recomputes it). ``Memo.check`` (``lazylab cache check``)
+removes every such entry at once. The directory is created private (0700).
 
 Two stores share the memo directory:
 
@@ -23,10 +26,8 @@ Two stores share the memo directory:
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import math
 import os
 import re
 import sqlite3
@@ -99,183 +100,20 @@ def worth_storing(compute_s: float, nbytes: int, limit: int,
     return 0 < nbytes <= limit and compute_s > FEATURE_LOAD_OVERHEAD_S + nbytes / load_rate
 
 
-class SafeDisk(diskcache.Disk):
-    """A diskcache Disk that stores only bytes and str and never unpickles."""
-
-    def store(self, value, read, key=diskcache.core.UNKNOWN):
-        if read and isinstance(value, _SealedReader):
-            return self._stream(value, key)
-        if not isinstance(value, (bytes, str)) or read:
-            raise TypeError("the lazylab memo stores only bytes and str")
-        return super().store(value, read, key=key)
-
-    def _stream(self, reader: _SealedReader, key) -> tuple:
-        """Write a sealed feature entry to a new value file, chunk by chunk; diskcache's row fields."""
-        filename, full_path = self.filename(key, reader)
-        os.makedirs(os.path.dirname(full_path), exist_ok=True)
-        try:
-            with open(full_path, "xb") as out:
-                size = 0
-                while chunk := reader.read(_CHUNK):
-                    size += out.write(chunk)
-        except BaseException:
-            # A full disk or an interrupt: leave no partial multi-GiB file behind (diskcache would).
-            try:
-                os.remove(full_path)
-            except OSError:
-                pass
-            raise
-        return size, diskcache.core.MODE_BINARY, filename, None
-
-    def fetch(self, mode, filename, value, read):
-        if mode == diskcache.core.MODE_PICKLE:
-            raise CorruptEntry("pickled value refused")
-        if filename is not None and not _inside(self._directory, filename):
-            raise CorruptEntry(f"value file {filename!r} lies outside the memo")
-        return super().fetch(mode, filename, value, read)
-
-    def remove(self, file_path):
-        # A planted row may name any path; never delete outside the memo.
-        if _inside(self._directory, file_path):
-            super().remove(file_path)
-
-
-def _inside(directory: str, filename) -> bool:
-    """Whether a value-file name from the store resolves (``realpath``: symlinks followed) to a file below ``directory``.
-
-    A planted row may name an absolute path, ``..``, or a path through a symlinked
-    folder inside the memo; only the resolved path counts.
-    """
-    if not isinstance(filename, str) or not filename or os.path.isabs(filename) or "\0" in filename:
-        return False
-    root = os.path.realpath(directory)
-    return os.path.realpath(os.path.join(root, filename)).startswith(root + os.sep)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-class CorruptEntry(Exception):
-    """A memo entry whose checksum or encoding is wrong."""
-
-
-def _seal(payload: bytes) -> bytes:
-    return hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
-
-
-def _unseal(blob) -> bytes:
-    if isinstance(blob, str):
-        blob = blob.encode()
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise CorruptEntry(f"stored value is a {type(blob).__name__}, not bytes")
-    digest, sep, payload = bytes(blob).partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise CorruptEntry("checksum mismatch")
-    return payload
-
-
-_ARRAY_KINDS = "biufc"  # bool, integers, floats, complex: plain numbers only
-_MAX_HEADER = 1 << 16
-_CHUNK = 1 << 24  # bytes per read or hash step: large enough to be fast, small enough to stay in cache
-
-
-def _feature_parts(arrays: dict) -> list[memoryview]:
-    """A feature entry's payload as buffers: a JSON header line, then each array's raw C-order bytes.
-
-    Raw bytes rather than ``.npz``: they load with one read into the final array
-    and no zip CRC, which matters for multi-GiB matrices (docs/performance.md).
-    Raises: TypeError for an array that is not plain numbers.
-    """
-    header, parts = [], []
-    for name, value in arrays.items():
-        a = np.asarray(value)
-        a = a if a.flags.c_contiguous else np.ascontiguousarray(a)  # (ascontiguousarray would make 0-d 1-d)
-        if a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None:
-            raise TypeError(f"feature array {name!r} has dtype {a.dtype}, not plain numbers")
-        header.append({"name": str(name), "dtype": a.dtype.str, "shape": list(a.shape)})
-        parts.append(memoryview(a.reshape(-1).view(np.uint8)))  # the raw bytes, any byte order
-    line = json.dumps({"arrays": header}, separators=(",", ":")).encode() + b"\n"
-    return [memoryview(line), *parts]
-
-
-class _SealedReader:
-    """A file-like reader of ``_seal(b"".join(parts))`` that streams the parts without joining them."""
-
-    def __init__(self, parts: list[memoryview]):
-        digest = hashlib.sha256()
-        for p in parts:
-            for i in range(0, len(p), _CHUNK):
-                digest.update(p[i : i + _CHUNK])
-        self.parts = [memoryview(digest.hexdigest().encode() + b"\n"), *parts]
-
-    def read(self, n: int = -1):
-        while self.parts and not len(self.parts[0]):
-            self.parts.pop(0)
-        if not self.parts:
-            return b""
-        head = self.parts[0]
-        n = len(head) if n is None or n < 0 else n
-        self.parts[0] = head[n:]
-        return head[:n]
-
-
-def _aligned_empty(shape: tuple, dtype: np.dtype, align: int = 64) -> np.ndarray:
-    """``np.empty(shape, dtype)`` starting on an ``align``-byte boundary.
-
-    jax on CPU adopts a 64-byte-aligned numpy buffer without copying it
-    (``jax.device_put(a, may_alias=True)``); numpy alone aligns to 16 bytes.
-    """
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + align, np.uint8)
-    start = -raw.ctypes.data % align
-    return raw[start : start + nbytes].view(dtype).reshape(shape)
-
-
-def _read_features(handle) -> dict[str, np.ndarray]:
-    """Arrays from a sealed feature entry (an open binary file), checked against its SHA-256.
-
-    Raises: CorruptEntry for a bad digest line, header, size or checksum.
-    """
-    try:
-        total = os.fstat(handle.fileno()).st_size
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        total = len(handle.getbuffer())
-    digest = handle.read(65)
-    if len(digest) != 65 or digest[64:] != b"\n":
-        raise CorruptEntry("no checksum line")
-    line = handle.readline(_MAX_HEADER)
-    if not line.endswith(b"\n"):
-        raise CorruptEntry("no header line")
-    try:
-        specs = json.loads(line)["arrays"]
-        names = [str(a["name"]) for a in specs]
-        dtypes = [np.dtype(str(a["dtype"])) for a in specs]
-        shapes = [tuple(int(n) for n in a["shape"]) for a in specs]
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CorruptEntry(f"bad header ({_one_line(exc)})") from None
-    if any(dt.kind not in _ARRAY_KINDS or dt.fields is not None for dt in dtypes) or \
-            any(n < 0 for shape in shapes for n in shape) or len(set(names)) != len(names):
-        raise CorruptEntry("bad header (dtype, shape or names)")
-    sizes = [math.prod(shape) * dt.itemsize for dt, shape in zip(dtypes, shapes)]
-    if 65 + len(line) + sum(sizes) != total:  # checked before allocating anything the header asks for
-        raise CorruptEntry("size does not match the header")
-    check = hashlib.sha256(line)
-    arrays = {}
-    for name, dt, shape, size in zip(names, dtypes, shapes, sizes):
-        a = _aligned_empty(shape, dt)
-        view = memoryview(a.reshape(-1).view(np.uint8))
-        done = 0
-        while done < size:  # read straight into the array, hashing each chunk while it is in cache
-            got = handle.readinto(view[done : done + _CHUNK])
-            if not got:
-                raise CorruptEntry("truncated")
-            check.update(view[done : done + got])
-            done += got
-        arrays[name] = a
-    if check.hexdigest().encode() != digest[:64]:
-        raise CorruptEntry("checksum mismatch")
-    return arrays
+from lazylab.memo_disk import (  # noqa: F401 (the row layer; tests use _SealedReader and SafeDisk from here)
+    CorruptEntry,
+    SafeDisk,
+    _arrays,
+    _drop_row,
+    _feature_parts,
+    _inside,
+    _one_line,
+    _read_features,
+    _record,
+    _SealedReader,
+    _unseal,
+    _seal,
+)
 
 
 class UniqueLines(list):
@@ -335,11 +173,7 @@ class Memo:
             blob = self._cache.get(key)
             return None if blob is None else _unseal(blob)
         except (CorruptEntry, OSError, UnicodeDecodeError) as exc:
-            self.problems.append(f"memo entry {key} is corrupt ({_one_line(exc)}); recomputing")
-            try:
-                self._cache.delete(key)
-            except (OSError, sqlite3.Error, diskcache.core.Timeout):
-                pass  # the recomputed value overwrites it, or the write reports the problem
+            self._corrupt(key, exc)
             return None
         except (sqlite3.Error, diskcache.core.Timeout) as exc:
             raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}"
@@ -354,15 +188,31 @@ class Memo:
             raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}"
                                f" (disk full or read-only?); finished runs are kept{self._hint()}") from None
 
+    def _corrupt(self, key: str, exc: BaseException, store: diskcache.Cache | None = None, what: str = "memo") -> None:
+        """Report the unreadable entry ``key`` in one line and delete it (the caller recomputes it)."""
+        self.problems.append(f"{what} entry {key} is corrupt ({_one_line(exc)}); recomputing")
+        store = self._cache if store is None else store
+        try:
+            for rowid, filename, stored in store._sql(
+                    "SELECT rowid, filename, store_time FROM Cache WHERE key = ? AND raw = 1", (key,)).fetchall():
+                _drop_row(store, rowid, key, filename, stored)
+        except (OSError, sqlite3.Error, diskcache.core.Timeout):
+            pass  # the recomputed value overwrites it, or the write reports the problem
+
     def get_record(self, key: str) -> dict | None:
-        """The JSON record stored under ``key``, or None if absent or corrupt."""
+        """The JSON record stored under ``key``, or None if absent or corrupt.
+
+        A record is checked against its schema (``lazylab.schemas.caches.record_model``: a run's
+        fields and ranges for a run key, a JSON object for any other); one that fails, or is not
+        JSON, is corrupt: one line in ``problems``, deleted, read as absent.
+        """
         payload = self._get(key)
         if payload is None:
             return None
         try:
-            return json.loads(payload)
-        except ValueError as exc:
-            self.problems.append(f"memo entry {key} is not JSON ({exc}); recomputing")
+            return _record(key, payload)
+        except CorruptEntry as exc:
+            self._corrupt(key, exc)
             return None
 
     def put_record(self, key: str, record: dict) -> None:
@@ -375,10 +225,9 @@ class Memo:
         if payload is None:
             return None
         try:
-            with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
-        except ValueError as exc:
-            self.problems.append(f"memo entry {key} is not an npz ({exc}); recomputing")
+            return _arrays(payload)
+        except CorruptEntry as exc:
+            self._corrupt(key, exc)
             return None
 
     def put_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> None:
@@ -451,6 +300,68 @@ class Memo:
             removed += sum(bool(store.delete(k)) for k in keys)
         return removed
 
+    def check(self) -> tuple[int, list[str]]:
+        """Read every entry of both stores and remove those that cannot be read; good ones are left as they are.
+
+        An entry cannot be read when its row is one lazylab never writes (a key that is not
+        text, a pickled value, an unknown mode, a file mode with no file name or one outside the
+        memo, a missing or non-regular value file), its SHA-256 seal does not match, or its
+        payload is not what lazylab reads back: a record that is not JSON or fails its schema
+        (``lazylab.schemas.caches.record_model``), an npz that does not load, a feature entry whose
+        header or size is wrong (``_read_features``). Every value is read in full (the feature store
+        too), so this takes about as long as reading the memo once.
+
+        Returns: ``(sound entries, [one line per entry removed, naming its store, key and problem])``.
+        Raises: LazylabError if a store's index cannot be read.
+        """
+        sound, removed = 0, []
+        for store, what in ((self._cache, "memo"), (self._feature_store(create=False), "feature")):
+            if store is None:
+                continue
+            try:
+                rows = store._sql("SELECT rowid, key, raw, store_time, mode, filename FROM Cache ORDER BY rowid").fetchall()
+            except (sqlite3.Error, diskcache.core.Timeout) as exc:
+                raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}") from None
+            for rowid, key, raw, stored, mode, filename in rows:
+                problem = self._row_problem(store, what, rowid, key, raw, mode, filename)
+                if problem is None:
+                    sound += 1
+                    continue
+                try:
+                    if _drop_row(store, rowid, key, filename, stored):
+                        removed.append(f"{what} entry {key!r}: {problem}; removed")
+                except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
+                    raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}") from None
+        return sound, removed
+
+    @staticmethod
+    def _row_problem(store: diskcache.Cache, what: str, rowid: int, key, raw, mode, filename) -> str | None:
+        """Why the row ``rowid`` of ``store`` cannot be read (one line), or None if it reads whole."""
+        if not isinstance(key, str) or raw != 1:
+            return "its key is not text (lazylab never writes such a row)"
+        try:
+            rows = store._sql("SELECT value FROM Cache WHERE rowid = ?", (rowid,)).fetchall()
+            if not rows:
+                return None  # deleted meanwhile by another process
+            value = rows[0][0]
+            if what == "feature":
+                handle = store._disk.fetch(mode, filename, value, True)
+                if isinstance(handle, (bytes, str)):
+                    handle = io.BytesIO(handle.encode() if isinstance(handle, str) else handle)
+                with handle:
+                    _read_features(handle)
+                return None
+            payload = _unseal(store._disk.fetch(mode, filename, value, False))
+            if payload[:2] == b"PK":  # np.savez's zip; anything else is a JSON record
+                _arrays(payload)
+            else:
+                _record(key, payload)
+            return None
+        except (CorruptEntry, OSError, UnicodeDecodeError) as exc:
+            return _one_line(exc)
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            return f"unreadable row ({_one_line(exc)})"
+
     def clear(self) -> int:
         """Remove every entry, feature matrices included; returns how many were removed."""
         store = self._feature_store(create=False)
@@ -506,11 +417,7 @@ class Memo:
             with handle:
                 return _read_features(handle)
         except (CorruptEntry, OSError) as exc:
-            self.problems.append(f"feature entry {key} is corrupt ({_one_line(exc)}); recomputing")
-            try:
-                store.delete(key)
-            except (OSError, sqlite3.Error, diskcache.core.Timeout):
-                pass
+            self._corrupt(key, exc, store, "feature")
             return None
         except (sqlite3.Error, diskcache.core.Timeout) as exc:
             self.problems.append(f"cannot read the feature store at {self.feature_dir}: {_one_line(exc)}; recomputing")
@@ -558,7 +465,7 @@ class Memo:
             if excess <= 0:
                 break
             if store.delete(key):
-                excess -= size
+                excess -= size if isinstance(size, int) else 0
 
     def feature_stats(self) -> tuple[int, int]:
         """``(entries, bytes on disk)`` of the feature store; ``(0, 0)`` if it was never created."""

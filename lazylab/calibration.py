@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import click
+
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 from lazylab.locations import cache_home
@@ -84,29 +86,65 @@ def calibration_path() -> Path:
 def calibration(path: Path | None = None, force: bool = False, measure_now: bool = True) -> Calibration:
     """This machine's Calibration: read from ``path`` (``calibration_path()``), else measured and written there.
 
-    Measured again when the file is missing, unreadable, or ``valid_here()`` is false,
-    when ``force`` is true or ``LAZYLAB_RECALIBRATE`` is set to anything but ``0``; with
-    ``measure_now`` false it is never measured, and ``REFERENCE`` stands in for a missing one.
-    A file that cannot be written is not an error (the next call measures again).
+    Measured again when the file is missing, unusable (``read``: not a regular file, not JSON, a
+    field of the wrong type or out of range) or ``valid_here()`` is false, when ``force`` is true
+    or ``LAZYLAB_RECALIBRATE`` is set to anything but ``0``; an unusable file is first renamed
+    ``<path>.bad``, with one note line on stderr naming the file and the field. With
+    ``measure_now`` false it is never measured, and ``REFERENCE`` stands in for a missing or
+    unusable one (left in place). A file that cannot be written is not an error (the next call
+    measures again).
     Raises: LazylabError if the measurement itself fails.
     """
     path = Path(path) if path is not None else calibration_path()
     force = force or os.environ.get("LAZYLAB_RECALIBRATE", "0").strip() not in ("", "0")
+    bad = None
     if not force or not measure_now:
         try:
-            cal = Calibration(**json.loads(path.read_text()))
-            if cal.valid_here():
+            cal = read(path)
+            if cal is not None and cal.valid_here():
                 return cal
-        except (OSError, ValueError, TypeError):
-            pass
+        except LazylabError as exc:
+            bad = str(exc)
     if not measure_now:
         return REFERENCE
+    if bad is not None:
+        _set_aside(path, bad)
     cal = measure()
     try:
         save(cal, path)
     except OSError:
         pass
     return cal
+
+
+def read(path: Path) -> Calibration | None:
+    """The Calibration in the file ``path``, checked against ``lazylab.schemas.caches.CalibrationDoc``.
+
+    Returns: None if there is no file (nothing at ``path``, not even a broken link).
+    Raises: LazylabError (one line naming the file, and the field for a value out of its range)
+      for a file that is not a regular file, cannot be read, is not JSON, or fails the schema
+      (a missing field, a string, null, NaN, Infinity or a negative time).
+    """
+    from lazylab.schemas import read_json, validate
+    from lazylab.schemas.caches import CalibrationDoc
+
+    if not os.path.lexists(path):
+        return None
+    what = "calibration file"
+    doc = validate(CalibrationDoc, read_json(path, what), f"{what} {path}")
+    return Calibration(**doc.model_dump())
+
+
+def _set_aside(path: Path, why: str) -> None:
+    """Rename the unusable calibration file ``path`` to ``<path>.bad`` and say so on stderr in one line."""
+    aside = path.with_name(path.name + ".bad")
+    try:
+        os.replace(path, aside)
+        where = f"set aside as {aside}"
+    except OSError as exc:  # the measurement below still replaces it if the folder is writable
+        where = f"could not be set aside ({exc.strerror or exc})"
+    # One note line on stderr, as the CLI prints the memo's problems; stdout may be --json -.
+    click.echo(f"note: {why}; {where}, measuring this machine again", err=True)
 
 
 def save(cal: Calibration, path: Path | None = None) -> Path:
@@ -127,7 +165,8 @@ def save(cal: Calibration, path: Path | None = None) -> Path:
 def measure() -> Calibration:
     """Measure a Calibration in a fresh process (``_measure``; 25-55 s on the 2-core machine).
 
-    Raises: LazylabError naming the failure if the measuring process fails.
+    Raises: LazylabError naming the failure if the measuring process fails or a figure is out of
+      its schema's range (``CalibrationDoc``).
     """
     t0, load = time.perf_counter(), os.getloadavg()[0]  # other work on the machine, before this adds its own
     proc = subprocess.run([sys.executable, "-m", "lazylab.calibration"], capture_output=True, text=True)
@@ -135,9 +174,15 @@ def measure() -> Calibration:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise LazylabError(f"measuring this machine for the estimate failed: {tail}")
     fields = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Calibration(**fields, cores=os.cpu_count() or 1, load=round(load, 2), code=code_identity(),
-                       measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       seconds=round(time.perf_counter() - t0, 1))
+    cal = Calibration(**fields, cores=os.cpu_count() or 1, load=round(load, 2), code=code_identity(),
+                      measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      seconds=round(time.perf_counter() - t0, 1))
+    # What is saved must read back: a value its schema refuses would be set aside and measured every time.
+    from lazylab.schemas import validate
+    from lazylab.schemas.caches import CalibrationDoc
+
+    validate(CalibrationDoc, asdict(cal), "measuring this machine for the estimate gave an unusable figure")
+    return cal
 
 
 def _measure(repeats: int = 3) -> dict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import struct
@@ -312,20 +313,28 @@ def _array_digest(a: np.ndarray) -> str:
 def _load_parsed_copy(where: Path, problems: list | None) -> dict[str, np.ndarray] | None:
     """The parsed arrays in ``where``, each checked against the digest stored with it; None if absent or damaged.
 
-    A damaged copy (unreadable, or an array whose digest differs) is reported as one
-    line in ``problems`` and reads as absent, so the ``.gz`` files are parsed again.
+    A damaged copy (a file that is not a regular file or cannot be read, digests that are not
+    ``lazylab.schemas.caches.DataCopyDigests``, or an array whose digest differs) is reported as
+    one line in ``problems`` and reads as absent, so the ``.gz`` files are parsed again.
     """
-    try:
-        digests = json.loads((where / _COPY_DIGESTS).read_text())
-    except FileNotFoundError:
+    from lazylab.errors import LazylabError
+    from lazylab.schemas import read_bytes, read_json, validate
+    from lazylab.schemas.caches import DataCopyDigests
+
+    if not os.path.lexists(where / _COPY_DIGESTS):
         return None  # no copy yet (or one from before digests were kept)
-    except (OSError, ValueError) as e:
-        return _damaged(where, problems, f"unreadable digests ({_one_line(e)})")
     try:
-        arrays = {key: np.load(where / f"{key}.npy", allow_pickle=False) for key in FILES}
+        # read_bytes: a FIFO in place of a file is refused at once instead of waiting for a writer.
+        digests = validate(DataCopyDigests, read_json(where / _COPY_DIGESTS, "digests"), "digests").model_dump()
+        arrays = {key: np.load(io.BytesIO(read_bytes(where / f"{key}.npy", "array")), allow_pickle=False)
+                  for key in FILES}
+    except LazylabError as e:
+        return _damaged(where, problems, str(e))
     except (OSError, ValueError, EOFError) as e:
         return _damaged(where, problems, _one_line(e))
-    bad = [key for key, a in arrays.items() if not isinstance(digests, dict) or digests.get(key) != _array_digest(a)]
+    if not all(isinstance(a, np.ndarray) for a in arrays.values()):
+        return _damaged(where, problems, "a .npy file holds an archive, not an array")
+    bad = [key for key, a in arrays.items() if digests[key] != _array_digest(a)]
     if bad:
         return _damaged(where, problems, f"{', '.join(k + '.npy' for k in bad)} do not match their SHA-256")
     return arrays

@@ -153,7 +153,8 @@ def cache():
     \b
     Examples:
       lazylab cache info
-      lazylab cache prune                  # drop entries computed by older code
+      lazylab cache prune                  # drop entries computed by older code, and unreadable ones
+      lazylab cache check                  # drop unreadable entries only
       lazylab runs --arm yat-frozen        # list the runs themselves
     """
 
@@ -215,7 +216,8 @@ def cache_clear(cache_dir, yes):
 @cache.command("prune")
 @cache_dir_option
 def cache_prune(cache_dir):
-    """Remove the entries computed by other code (another lazylab version or numerics), which are never reused.
+    """Remove the entries computed by other code (another lazylab version or numerics), which are never
+    reused, and the entries that cannot be read (as 'cache check' does).
 
     \b
     Examples:
@@ -226,7 +228,56 @@ def cache_prune(cache_dir):
     from lazylab.config import code_identity
 
     memo = Memo(cache_dir)
-    out.print(f"removed {memo.prune()} entries computed by other code than {code_identity()}")
+    try:
+        other = memo.prune()
+        sound, removed = memo.check()
+    finally:
+        memo.close()
+    _echo_lines(memo.problems + removed)
+    out.print(f"removed {_entries(other)} computed by other code than {code_identity()} and "
+              f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept")
+
+
+@cache.command("check")
+@cache_dir_option
+@json_option("the counts and every entry removed")
+def cache_check(cache_dir, json_path):
+    """Read every entry of the memo and its feature store; remove those that cannot be read.
+
+    An entry cannot be read when its row is not one lazylab writes (a pickled value, a
+    file mode without its file, a file outside the memo), its SHA-256 seal does not match,
+    or its content is not what lazylab reads back (a record that is not JSON or fails its
+    schema, an array file that does not load). Each removed entry is named on stderr, in
+    one line; sound entries are left as they are. Reads the whole memo once.
+
+    \b
+    Examples:
+      lazylab cache check
+      lazylab cache check --cache-dir /data/lazylab-memo --json - | jq .removed
+    """
+    from lazylab.cache import Memo
+
+    prepare_json(json_path)
+    memo = Memo(cache_dir)
+    try:
+        sound, removed = memo.check()
+    finally:
+        memo.close()
+    write_json(json_path, {"directory": str(memo.directory), "sound": sound, "removed": len(removed),
+                           "problems": list(memo.problems) + removed})
+    _echo_lines(memo.problems + removed)
+    out.print(f"{memo.directory}: {_entries(sound, 'sound')}, {_entries(len(removed), 'unreadable')} removed")
+
+
+def _entries(n: int, kind: str = "") -> str:
+    """``"1 sound entry"``, ``"3 sound entries"``."""
+    return f"{n} {kind + ' ' if kind else ''}{'entry' if n == 1 else 'entries'}"
+
+
+def _echo_lines(lines) -> None:
+    """Each line on stderr as it is (never wrapped), as every command prints the memo's problems."""
+    for line in lines:
+        click.echo(line, err=True)
 
 
 

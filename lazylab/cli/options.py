@@ -13,12 +13,8 @@ from pathlib import Path
 
 import click
 
-MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
-MAX_LR = 1e6  # far past every divergence; larger rates overflow float32 updates to inf
-MAX_WIDTH = 65536  # 8x the protocol's widest bank; beyond this the features alone outgrow a workstation
-MAX_AMPLITUDE = 1e6  # ntk lab's --bump and --noise: far past any useful target; 1e308 overflows its float64 squares
-MAX_LIST = 100_000  # values in one list option: far past any sweep, small enough to check at once
-NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, btrfs, tmpfs)
+# The limits live in lazylab.limits (the schemas of files read back use them too); re-exported here.
+from lazylab.limits import MAX_AMPLITUDE, MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH, NAME_MAX  # noqa: F401
 
 
 def parse_int_list(text: str) -> tuple[int, ...]:
