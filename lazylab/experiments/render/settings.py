@@ -8,11 +8,11 @@ are described in ``lazylab.experiments.render``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 
 from lazylab.errors import LazylabError
 from lazylab.ntk.lab import LabConfig
+from lazylab.schemas import MAX_FILE_BYTES
 
 FIXED_TRAJECTORY_LR = 0.03  # what bracketing chose for yat-trained, yat-data-trained, gaussian-trained (docs/trajectory.md)
 NTK_MEMO_SCHEMA = 1  # bump when the stored layout of the lab, sweep, scalar or audit results changes
@@ -156,18 +156,36 @@ def json_kind(payload) -> str | None:
     return kind or ("ladder" if "plan" in payload else None)
 
 
-def _read_json(path) -> tuple[dict, bytes]:
-    from pathlib import Path
+FROM_MAX_BYTES = MAX_FILE_BYTES  # the cap on a --from file: far above any --json file lazylab writes
 
-    path = Path(path)
+
+def _read_json(path) -> tuple[object, bytes]:
+    """``(document, raw bytes)`` of a ``--from`` file, read by the one bounded reader (``lazylab.schemas``).
+
+    Raises: LazylabError (one line naming the file) for a file that is missing, not a regular file (a FIFO,
+      a device, a folder), over the size cap, not JSON, or nested too deeply to parse.
+    """
+    from lazylab.schemas import parse_json, read_bytes
+
+    raw = read_bytes(path, "--from", FROM_MAX_BYTES)
+    return parse_json(raw, f"--from {path}"), raw
+
+
+def _arm_of(name: str, what: str, where: str, command: str, trained: bool):
+    """The arm a file names at field ``where``: known, and trained (``trained``) or frozen as ``command`` needs.
+
+    Raises: LazylabError (one line naming ``what`` and the field) otherwise.
+    """
+    from lazylab.arms import get_arm
+
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise LazylabError(f"--from: cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(raw), raw
-    except ValueError as exc:
-        raise LazylabError(f"--from: {path} is not JSON ({exc})") from None
+        arm = get_arm(name)
+    except LazylabError as exc:
+        raise LazylabError(f"{what}: field {where}: {exc}") from None
+    if arm.trained != trained:
+        need, kind = ("trained", "frozen") if trained else ("frozen", "trained")
+        raise LazylabError(f"{what}: field {where}: {command} needs {need} arms; {name!r} is {kind}")
+    return arm
 
 
 def with_json(settings: RenderSettings, path) -> RenderSettings:
@@ -177,59 +195,87 @@ def with_json(settings: RenderSettings, path) -> RenderSettings:
     ``lazylab gram``, ``readout`` or ``trajectory`` ``--json`` file sets that picture's settings to the
     configuration it records, so the picture is drawn from the memo entry that command left (or
     recomputed, with the same memo key, if the memo lacks it). The rate of a trajectory whose arms were
-    bracketed is looked up again in the memo (``trajectory_rates``).
-    Raises: LazylabError (one line) for an unreadable file, another kind (``ntk``: not shown from
-      files), or a file that lacks the fields of its kind.
+    bracketed is looked up again in the memo (``trajectory_rates``). Each file is checked against its
+    schema (``lazylab.schemas.results``: the types and ranges of the options that wrote it), so a value
+    the command line refuses is refused in a file too, before anything is computed.
+    Raises: LazylabError (one line naming the file, and the field when one is wrong) for an unreadable
+      file, a field missing or of the wrong type or out of its option's range, an unknown arm or one of
+      the wrong kind, an ``ntk`` file (not shown from files), or a malformed ladder.
     """
+    from lazylab.schemas import validate
+    from lazylab.schemas.results import RESULT_FILES
+
     payload, _ = _read_json(path)
     kind = json_kind(payload)
-    try:
-        if kind == "gram":
-            c = payload["config"]
-            return replace(settings, gram=GramSettings(
-                arm=c["arm"], max_units=c["max_units"], frames=c["frames"], classes=tuple(c["classes"]),
-                per_class=c["per_class"], seed=c["seed"], ref_units=c["ref_units"], fit_min=c["fit_min"],
-                repeats=c["repeats"]))
-        if kind == "readout":
-            cs = [c["config"] for c in payload["curves"]]
-            c = cs[0]
-            return replace(settings, readout=ReadoutSettings(
-                arm=c["arm"], widths=tuple(x["width"] for x in cs), train_size=c["train_size"], steps=c["steps"],
-                lr=c["lr"], eval_every=c["eval_every"], seed=c["seed"]))
-        if kind == "trajectory":
-            p = payload["plan"]
-            return replace(settings, trajectory=replace(
-                settings.trajectory, arms=tuple(p["arms"]), width=p["width"], epochs=p["epochs"],
-                snapshots=p["snapshots"], seed=p["seed"], lr=p["lr"], train_size=p["train_size"], fan_in=p["fan_in"]))
-    except (KeyError, IndexError, TypeError) as exc:
-        raise LazylabError(f"--from: {path} looks like `lazylab {kind} --json` output but lacks {exc}") from None
-    if kind == "ntk":
-        raise LazylabError(f"--from: {path} is `lazylab ntk` output; the NTK pictures are drawn with their defaults "
-                           "(docs/render.md)")
-    load_ladder_json(path)  # a ladder's, or one line saying what is wrong with it, before anything is computed
-    return replace(settings, ladder=LadderSettings.from_file(path))
+    if kind not in RESULT_FILES:
+        _check_ladder(payload, path)  # a ladder's, or one line saying what is wrong with it, before anything is computed
+        return replace(settings, ladder=LadderSettings.from_file(path))
+    what = f"--from {path} (`lazylab {kind} --json` output)"
+    doc = validate(RESULT_FILES[kind], payload, what)
+    if kind == "gram":
+        c = doc.config
+        arm = _arm_of(c.arm, what, "config.arm", "gram", trained=False)
+        _check_ref_units(arm, c.max_units, c.ref_units, what)
+        return replace(settings, gram=GramSettings(
+            arm=c.arm, max_units=c.max_units, frames=c.frames, classes=tuple(c.classes), per_class=c.per_class,
+            seed=c.seed, ref_units=c.ref_units, fit_min=c.fit_min, repeats=c.repeats))
+    if kind == "readout":
+        cs = [curve.config for curve in doc.curves]
+        c = cs[0]
+        arm = _arm_of(c.arm, what, "curves[0].config.arm", "readout", trained=False)
+        widest = max(x.width for x in cs)
+        if arm.init == "data" and widest > c.train_size:  # as readout_configs checks, naming the file
+            raise LazylabError(f"{what}: field curves[0].config.train_size: width {widest} exceeds the "
+                               f"{c.train_size} training images available for data seeding")
+        return replace(settings, readout=ReadoutSettings(
+            arm=c.arm, widths=tuple(x.width for x in cs), train_size=c.train_size, steps=c.steps,
+            lr=c.lr, eval_every=c.eval_every, seed=c.seed))
+    if kind == "trajectory":
+        p = doc.plan
+        for i, name in enumerate(p.arms):
+            _arm_of(name, what, f"plan.arms[{i}]", "trajectory", trained=True)
+        return replace(settings, trajectory=replace(
+            settings.trajectory, arms=tuple(p.arms), width=p.width, epochs=p.epochs, snapshots=p.snapshots,
+            seed=p.seed, lr=p.lr, train_size=p.train_size, fan_in=p.fan_in))
+    raise LazylabError(f"--from: {path} is `lazylab ntk` output; the NTK pictures are drawn with their defaults "
+                       "(docs/render.md)")
+
+
+def _check_ref_units(arm, max_units: int, ref_units: int | None, what: str) -> None:
+    """``gram_config``'s bound on an explicit reference width of a random-init arm, naming the file's field."""
+    from lazylab.experiments.gram_config import MAX_REF_CHUNKS, MIN_REF_FACTOR
+
+    lo, hi = MIN_REF_FACTOR * max_units, MAX_REF_CHUNKS * max_units
+    if arm.init != "data" and ref_units is not None and not lo <= ref_units <= hi:
+        raise LazylabError(f"{what}: field config.ref_units: {ref_units} is not between {MIN_REF_FACTOR} x max_units "
+                           f"({lo}) and {MAX_REF_CHUNKS} x max_units ({hi})")
 
 
 def load_ladder_json(path) -> tuple[dict, str]:
     """``(payload, sha256)`` of a file written by ``lazylab ladder --json`` (``render --from``).
 
-    The payload is checked by ``lazylab.reference.check_payload``; a plugin arm needs no
-    installed unit here (the file carries its numbers). Older files without the
-    ``unstable`` marks get them from their loss curves; without ``exchange``/``warnings`` they
-    are shown without them.
-    Raises: LazylabError (one line) if the file cannot be read, is not JSON, is another
-      command's JSON (``with_json`` takes those), a ``--readout convex`` ladder, or a
-      malformed ladder payload.
+    Read by the bounded reader (``_read_json``); the payload is checked by
+    ``lazylab.reference.check_payload``; a plugin arm needs no installed unit here (the file
+    carries its numbers). Older files without the ``unstable`` marks get them from their loss
+    curves; without ``exchange``/``warnings`` they are shown without them.
+    Raises: LazylabError (one line) if the file cannot be read, is not a regular file, is too
+      large, is not JSON, is another command's JSON (``with_json`` takes those), a
+      ``--readout convex`` ladder, or a malformed ladder payload.
     """
     import hashlib
 
+    payload, raw = _read_json(path)
+    _check_ladder(payload, path)
+    return payload, hashlib.sha256(raw).hexdigest()
+
+
+def _check_ladder(payload, path) -> None:
+    """Raise LazylabError (one line) unless ``payload`` is a ladder's (``lazylab.reference.check_payload``)."""
     from lazylab.reference import check_payload
 
-    payload, raw = _read_json(path)
     kind = json_kind(payload)
     if kind not in ("ladder", None):
         raise LazylabError(f"--from: {path} is `lazylab {kind} --json` output, not a ladder's")
     if isinstance(payload, dict) and isinstance(payload.get("plan"), dict) and payload["plan"].get("readout") == "convex":
         raise LazylabError(f"--from: {path} is a `ladder --readout convex` file; use `ladder --readout both --json`")
     check_payload(payload, f"--from {path}")
-    return payload, hashlib.sha256(raw).hexdigest()
