@@ -260,14 +260,13 @@ def _read_features(handle) -> dict[str, np.ndarray]:
 def _record(key: str, payload: bytes) -> dict:
     """The JSON record in ``payload``, checked against the schema of records stored under ``key``.
 
-    A run record is served complete and under the key it was looked up by: the fields of
-    ``RunRecordDoc`` it lacks get their defaults, and its ``key`` field is set to ``key`` (the key
-    is the hash of the configuration, which the reader compares with its own; a field that says
-    otherwise is never passed on).
+    A run or redundancy record is served complete and under the key it was looked up by: the
+    fields of its model it lacks get their defaults, and its ``key`` field is set to ``key`` (the
+    key is the hash of the configuration; a field that says otherwise is never passed on).
     Raises: CorruptEntry (one line naming the field) if it is not JSON or fails the schema.
     """
     from lazylab.schemas import parse_json, validate
-    from lazylab.schemas.caches import RunRecordDoc, record_model
+    from lazylab.schemas.caches import RecordEnvelope, record_model
 
     try:
         doc = parse_json(payload, "record")
@@ -275,8 +274,8 @@ def _record(key: str, payload: bytes) -> dict:
         validate(model, doc, "record")
     except LazylabError as exc:
         raise CorruptEntry(str(exc)) from None
-    if model is RunRecordDoc:
-        for name, field in RunRecordDoc.model_fields.items():
+    if model is not RecordEnvelope:
+        for name, field in model.model_fields.items():
             if not field.is_required():
                 doc.setdefault(field.alias or name, field.get_default(call_default_factory=True))
         doc["key"] = key
@@ -284,25 +283,21 @@ def _record(key: str, payload: bytes) -> dict:
 
 
 def _arrays(payload: bytes) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` payload, loaded with ``allow_pickle=False``.
+    """The arrays of an ``.npz`` payload, loaded with ``allow_pickle=False`` (no object arrays).
 
-    Raises: CorruptEntry if it is not a readable npz of plain-number arrays.
+    Raises: CorruptEntry if it is not a readable npz.
     """
     import zipfile
     import zlib
 
     try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-            if not hasattr(z, "files"):
-                raise CorruptEntry("a single array, not an npz")
-            arrays = {k: z[k] for k in z.files}
-    except CorruptEntry:
-        raise
+        z = np.load(io.BytesIO(payload), allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise CorruptEntry("a single array, not an npz")
+        with z:
+            return {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, MemoryError) as exc:
         raise CorruptEntry(f"not an npz ({_one_line(exc)})") from None
-    if any(a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None for a in arrays.values()):
-        raise CorruptEntry("an array that is not plain numbers")
-    return arrays
 
 
 def _drop_row(store: diskcache.Cache, rowid: int, key, filename, stored) -> bool:

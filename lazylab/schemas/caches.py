@@ -8,8 +8,9 @@ for 1) and NaN and Infinity.
 
 * ``CalibrationDoc``: ``$XDG_CACHE_HOME/lazylab/calibration.json`` (``lazylab.calibration``).
 * ``RunRecordDoc``: a training run's record in the memo (``run-<32 hex digits>``, written by
-  ``lazylab.experiments.train_runs``); every other record is checked only to be a JSON object
-  (``RecordEnvelope``), its readers checking their own fields.
+  ``lazylab.experiments.train_runs``), and ``RedundancyRecordDoc``, a bank's redundancy
+  (``redundancy-<32 hex digits>``), the two records every ladder reads back; every other record
+  is checked only to be a JSON object (``RecordEnvelope``), its readers checking their own fields.
 * ``FeatureHeader``: the header line of a feature-store entry (``lazylab.cache``).
 * ``DataCopyDigests``: ``sha256.json`` beside a parsed data copy (``lazylab.data``).
 """
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from lazylab.calibration import CALIBRATION_VERSION
 from lazylab.limits import MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
 
 STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
@@ -55,7 +57,7 @@ class CalibrationDoc(BaseModel):
     cores: Annotated[int, Field(ge=1, le=MAX_CORES)]
     load: Annotated[float, Field(ge=0, le=MAX_LOAD)]
     code: Text
-    version: Annotated[int, Field(ge=1)] = 1
+    version: Annotated[int, Field(ge=1)] = CALIBRATION_VERSION
     measured_at: Text = ""
     seconds: Annotated[float, Field(ge=0, le=MAX_COMPILE_S)] = 0.0
 
@@ -143,19 +145,38 @@ class RunRecordDoc(BaseModel):
     seconds: NonNegative = 0.0
 
 
+class RedundancyRecordDoc(BaseModel):
+    """A bank's redundancy measurement (``lazylab.experiments.laws.bank_redundancy``, ``analysis.redundancy``),
+    read by every ladder's analysis and by ``lazylab redundancy``; nothing else checks it on read."""
+
+    model_config = STRICT
+    key: Text
+    config: dict[str, Any]
+    bank: Text
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    mean_abs_corr: NonNegative
+    participation_ratio: NonNegative
+    m: Annotated[int, Field(ge=1, le=MAX_WIDTH)]
+    n: Annotated[int, Field(ge=2)]
+    constant_units: Annotated[int, Field(ge=0, le=MAX_WIDTH)]
+
+
 class RecordEnvelope(RootModel[dict[str, Any]]):
     """Any other memo record: a JSON object (its readers check their own fields)."""
 
     model_config = ConfigDict(strict=True)
 
 
-_RUN_KEY = re.compile(r"run-[0-9a-f]{32}")
+_MODELS = {"run": RunRecordDoc, "redundancy": RedundancyRecordDoc}
+_KEY = re.compile(r"(?P<prefix>[a-z]+)-[0-9a-f]{32}")
 
 
 def record_model(key: str) -> type[BaseModel]:
     """The schema of the record stored under memo key ``key``: ``RunRecordDoc`` for a run's key
-    (``run-<32 hex digits>``), else ``RecordEnvelope``."""
-    return RunRecordDoc if _RUN_KEY.fullmatch(key) else RecordEnvelope
+    (``run-<32 hex digits>``), ``RedundancyRecordDoc`` for a redundancy measurement's
+    (``redundancy-<32 hex digits>``), else ``RecordEnvelope``."""
+    m = _KEY.fullmatch(key)
+    return _MODELS.get(m["prefix"], RecordEnvelope) if m else RecordEnvelope
 
 
 # ------------------------------------------------------------------ metadata
