@@ -54,7 +54,6 @@ def real_images(n: int = N_REF, data_dir=None) -> np.ndarray:
 
 def _prototypes(unit: Unit, init: str, x: np.ndarray, key, m: int) -> np.ndarray:
     """``(m, d)`` float32 prototypes drawn as lazylab.model draws them for ``init``."""
-    import jax
     import jax.numpy as jnp
     from flax import nnx
 

@@ -14,6 +14,7 @@ from lazylab.cli.options import (MAX_AMPLITUDE, MAX_SEED, MAX_WIDTH, IntList, Nt
 from lazylab.cli.output import out, prepare_json, write_json
 from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display
+from lazylab.limits import NTK_DT, NTK_W0
 from lazylab.paths import writable_dir, write_text_atomically
 
 
@@ -160,10 +161,10 @@ def ntk_audit(json_path):
 
 
 @ntk.command("scalar")
-@click.option("--w0", type=click.FloatRange(min=1e-4, max=10.0), default=0.01, show_default=True, callback=finite,
+@click.option("--w0", type=click.FloatRange(min=NTK_W0[0], max=NTK_W0[1]), default=0.01, show_default=True, callback=finite,
               help="Initial output w0 = a0 b0 (balanced a0 = b0), at least 0.01 away from 1.")
 @list_option("--times", type=NtkTimes(), default="0,0.5,1,2,3,5,10,20,50,100,200", show_default=True, help="Report times.")
-@click.option("--dt", type=click.FloatRange(min=1e-5, max=0.01), default=1e-3, show_default=True, callback=finite,
+@click.option("--dt", type=click.FloatRange(min=NTK_DT[0], max=NTK_DT[1]), default=1e-3, show_default=True, callback=finite,
               help="Largest RK4 step.")
 @click.option("--offset", type=float, default=1e-3, show_default=True, callback=finite,
               help="Control 1: the linear model's mismatched start f_lin(0) - f(0) (1e-5 to 1 in size).")

@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 # The limits live in lazylab.limits (the schemas of files read back use them too); re-exported here.
-from lazylab.limits import MAX_AMPLITUDE, MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH, NAME_MAX  # noqa: F401
+from lazylab.limits import (MAX_AMPLITUDE, MAX_EPOCHS, MAX_LIST, MAX_LR, MAX_SEED, MAX_TRAIN_SIZE, MAX_WIDTH,  # noqa: F401
+                            MIN_TRAIN_SIZE, NAME_MAX)
 
 
 def parse_int_list(text: str) -> tuple[int, ...]:
@@ -262,14 +263,14 @@ def width_option(default: int | None, what: str = "Units m in the bank."):
 
 def train_size_option(default: int | None, what: str = "Training images: the first N of the 60000."):
     """``--train-size``: 256..60000 images in every command."""
-    return click.option("--train-size", type=click.IntRange(min=256, max=60000), default=default,
+    return click.option("--train-size", type=click.IntRange(min=MIN_TRAIN_SIZE, max=MAX_TRAIN_SIZE), default=default,
                         show_default=default is not None,
                         help=what + (" [default: the preset's, 60000 for paper]" if default is None else ""))
 
 
 def epochs_option(default: int | None, what: str = "Epochs per run."):
     """``--epochs``: 1..1000 epochs."""
-    return click.option("--epochs", type=click.IntRange(min=1, max=1000), default=default,
+    return click.option("--epochs", type=click.IntRange(min=1, max=MAX_EPOCHS), default=default,
                         show_default=default is not None,
                         help=what + (" [default: the preset's]" if default is None else ""))
 

@@ -14,6 +14,8 @@ from lazylab.cli.output import backend_note, count, gif_facts, gif_line, out, wr
 from lazylab.cli.plan import dry_run_option, plan_first
 from lazylab.cli.progress import Display, stage_ticker, sweep
 from lazylab.errors import LazylabError
+from lazylab.limits import (GRAM_MAX_FRAMES, GRAM_MAX_PER_CLASS, GRAM_MAX_REF_UNITS, GRAM_MAX_REPEATS, GRAM_MAX_SEED,
+                            GRAM_MIN_PER_CLASS, READOUT_MAX_STEPS)
 from lazylab.paths import writable_dir
 
 
@@ -112,18 +114,19 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 @click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
 @click.option("--max-units", type=click.IntRange(min=1, max=MAX_WIDTH), default=2000, show_default=True,
               help="Width of the grown bank (the last frame).")
-@click.option("--frames", type=click.IntRange(min=1, max=500), default=40, show_default=True,
+@click.option("--frames", type=click.IntRange(min=1, max=GRAM_MAX_FRAMES), default=40, show_default=True,
               help="Log-spaced widths from 1 to --max-units (distinct integers; at most --max-units).")
 @list_option("--images", "classes", default="0,1,7", show_default=True,
              help="Comma-separated classes, indices or names (e.g. 'tshirt,trouser,sneaker').")
-@click.option("--per-class", type=click.IntRange(min=2, max=200), default=10, show_default=True,
+@click.option("--per-class", type=click.IntRange(min=GRAM_MIN_PER_CLASS, max=GRAM_MAX_PER_CLASS), default=10, show_default=True,
               help="Images per class: the first N of the class in the test set.")
-@seed_option("Seed of the grown bank (at most 1000000: the reference banks take the seeds above).", 1_000_000)
-@click.option("--ref-units", type=click.IntRange(min=1, max=10_000_000), default=None,
+@seed_option(f"Seed of the grown bank (at most {GRAM_MAX_SEED}: the reference banks take the seeds above).",
+             GRAM_MAX_SEED)
+@click.option("--ref-units", type=click.IntRange(min=1, max=GRAM_MAX_REF_UNITS), default=None,
               help="Reference bank width [default: max(32 x max-units, 50000); data-seeded arms: every training image].")
 @click.option("--fit-min", type=click.IntRange(min=1, max=MAX_WIDTH), default=10, show_default=True,
               help="Smallest width in the log-log slope fit.")
-@click.option("--repeats", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1, max=GRAM_MAX_REPEATS), default=1, show_default=True,
               help="Independent banks (seeds seed..seed+N-1) for an ensemble (RMS) slope; the first is shown.")
 @out_option("gram", "gram.gif, gram.json and gram.csv")
 @json_option("the kernels' summary, slopes and per-width rows (as gram.json)")
@@ -193,7 +196,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 @click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
 @widths_option("64,512", "bank widths m; the widest judges the garments")
 @train_size_option(10000)
-@click.option("--steps", type=click.IntRange(min=1, max=100_000), default=300, show_default=True, help="Adam steps (full batch).")
+@click.option("--steps", type=click.IntRange(min=1, max=READOUT_MAX_STEPS), default=300, show_default=True, help="Adam steps (full batch).")
 @lr_option("Adam rate (random features are small, so the readout needs a large one; see docs/gram_readout.md).", 0.3)
 @click.option("--eval-every", type=click.IntRange(min=1), default=5, show_default=True,
               help="Steps between test evaluations (one GIF frame each).")

@@ -18,6 +18,8 @@ from lazylab.config import CACHE_SCHEMA, canonical_json, memo_key
 from lazylab.data import CLASS_NAMES
 from lazylab.errors import LazylabError
 from lazylab.experiments.gram_measures import DEFAULT_FIT_MIN
+from lazylab.limits import GRAM_MAX_REPEATS as MAX_REPEATS  # repeat seeds stay below the reference seeds
+from lazylab.limits import GRAM_MAX_SEED as MAX_SEED  # every reference seed stays below 2**32
 
 DEFAULT_CLASSES = (0, 1, 7)  # T-shirt/top, Trouser, Sneaker
 DEFAULT_PER_CLASS = 10
@@ -28,8 +30,6 @@ REF_MIN_UNITS = 50_000
 MIN_REF_FACTOR = 4  # an explicit --ref-units must be at least 4 x max_units
 MAX_REF_CHUNKS = 4096  # independent max_units-wide banks in the reference, at most
 REF_SEED_STRIDE = MAX_REF_CHUNKS  # reference seeds (seed + 1) * 4096 + j never equal the bank's seed
-MAX_SEED = 1_000_000  # keeps every reference seed below 2**32 (jax keys hold 32 bits)
-MAX_REPEATS = 64  # repeat seeds seed + r stay below the reference seeds (seed + 1) * 4096
 DATA_REF_CHUNK = 4096
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)

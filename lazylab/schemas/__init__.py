@@ -25,8 +25,13 @@ import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import ConfigDict
+
 from lazylab.errors import LazylabError
 
+# Every model's configuration: no coercion ("4" is not 4, true is not 1), no NaN or Infinity, and fields
+# lazylab does not read are ignored (kept in the document, never trusted).
+STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
 MAX_FILE_BYTES = 256 * 2**20  # far above the largest file lazylab writes (the paper reference: about 6 MB)
 
 M = TypeVar("M")

@@ -24,8 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from lazylab.calibration import CALIBRATION_VERSION
 from lazylab.limits import MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
-
-STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
+from lazylab.schemas import STRICT
 
 # Bounds on a calibration's constants, far past any machine: the 2-core development machine
 # measured a step at 2e-4 s and a cold compilation at 1.6 s (docs/performance.md). A value past

@@ -20,19 +20,23 @@ import math
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from lazylab.bracket import RULES
 from lazylab.config import RunConfig
 from lazylab.errors import LazylabError
-from lazylab.limits import MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
-
-STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
+from lazylab.limits import (
+    MAX_EPOCHS,
+    MAX_LIST,
+    MAX_LR,
+    MAX_SEED,
+    MAX_TRAIN_SIZE,
+    MAX_WIDTH,
+    MIN_TRAIN_SIZE,
+)
+from lazylab.schemas import STRICT
 
 # The ranges of --epochs and --train-size (lazylab.cli.options.epochs_option, train_size_option).
-MAX_EPOCHS = 1000
-MIN_TRAIN_SIZE = 256
-MAX_TRAIN_SIZE = 60000
 MAX_DEPTH = 32  # levels of nesting: a ladder payload has 7 (analysis.redundancy_grid[i].mean_abs_corr.values[j])
 # The protocol's fixed values (SPEC section 5): no option changes them, so a file with others was not written by a
 # command line and a run rebuilt from it (lazylab verify) would be stored under a key no command could produce.

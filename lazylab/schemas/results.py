@@ -17,33 +17,44 @@ the click options themselves, so the two cannot drift apart.
   ``w0``, ``dt``, ``table`` and ``checks``. ``render`` draws the NTK pictures with their defaults, so a valid
   one is still refused, in its own line.
 
-The bounds here are the options' (``lazylab.limits`` for those the command line shares); this module may not
-import ``lazylab.cli`` or the experiments (``lazylab.limits`` says why), so the few ranges only one command has
-are written here, each naming its option.
+The bounds are the options' own, from ``lazylab.limits``, which the options read too; this module may not
+import ``lazylab.cli`` or the experiments (``lazylab.limits`` says why).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 from lazylab.data import CLASS_NAMES
-from lazylab.limits import MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH, NAME_MAX
-from lazylab.schemas.ladder import MAX_EPOCHS, MAX_TRAIN_SIZE, MIN_TRAIN_SIZE
-
-STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
-
-# Ranges only one command's options have (lazylab.cli.studies, lazylab.cli.ntk; tests/test_from_files.py
-# compares each with its option).
-GRAM_MAX_SEED = 1_000_000  # gram --seed: the reference banks take the seeds above (experiments.gram_config.MAX_SEED)
-GRAM_MAX_FRAMES = 500  # gram --frames
-GRAM_MIN_PER_CLASS, GRAM_MAX_PER_CLASS = 2, 200  # gram --per-class
-GRAM_MAX_REF_UNITS = 10_000_000  # gram --ref-units
-GRAM_MAX_REPEATS = 64  # gram --repeats (experiments.gram_config.MAX_REPEATS)
-READOUT_MAX_STEPS = 100_000  # readout --steps
-NTK_W0 = (1e-4, 10.0)  # ntk scalar --w0
-NTK_DT = (1e-5, 0.01)  # ntk scalar --dt
+from lazylab.limits import (
+    GRAM_MAX_FRAMES,
+    GRAM_MAX_PER_CLASS,
+    GRAM_MAX_REF_UNITS,
+    GRAM_MAX_REPEATS,
+    GRAM_MAX_SEED,
+    GRAM_MIN_PER_CLASS,
+    MAX_EPOCHS,
+    MAX_LIST,
+    MAX_LR,
+    MAX_SEED,
+    MAX_TRAIN_SIZE,
+    MAX_WIDTH,
+    MIN_TRAIN_SIZE,
+    NAME_MAX,
+    NTK_DT,
+    NTK_W0,
+    READOUT_MAX_STEPS,
+)
+from lazylab.schemas import STRICT
 
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
