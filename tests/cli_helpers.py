@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,34 @@ def write_dist(root: Path, name: str, version: str, eps: dict[str, str], modules
     for filename, source in modules.items():
         (root / filename).write_text(source)
     return root
+
+
+def fuzz(max_examples: int):
+    """hypothesis settings for one property test; ``LAZYLAB_FUZZ_SCALE=10`` runs ten times the examples."""
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    scale = int(os.environ.get("LAZYLAB_FUZZ_SCALE") or 1)
+    return settings(max_examples=max_examples * scale, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])
+
+
+class CaseTimeout(BaseException):
+    """Raised by ``no_hang``: a BaseException, so that ``main``'s handlers cannot turn a hang into an exit status."""
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int):
+    """Raise CaseTimeout if the body runs longer than ``seconds``: a read that waits forever is a bug."""
+    def ring(signum, frame):
+        raise CaseTimeout(f"no answer in {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -11,7 +11,6 @@ with the right result, or exit 2 with one line; never exit 1, never a hang (each
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import gzip
@@ -19,17 +18,16 @@ import json
 import math
 import os
 import shutil
-import signal
 import sqlite3
 import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from cli_helpers import lines, run
+from cli_helpers import fuzz, lines, no_hang, run
 from lazylab import calibration as C
 from lazylab import data
 from lazylab.cache import Memo, _SealedReader, _seal
@@ -47,28 +45,6 @@ TINY = ["ladder", "--arms", "yat-frozen", "--epochs", "1", "--train-size", "2048
 MEASURED = dataclasses.replace(C.REFERENCE, code=code_identity(), cores=os.cpu_count() or 1, step_a=3e-4,
                                measured_at="measured by the test")
 CASE_S = 60  # bound on one case of a property test: far above any, far below a hang
-
-
-def fuzz(max_examples: int) -> settings:
-    """Settings for one property test (``LAZYLAB_FUZZ_SCALE=10`` runs ten times the examples)."""
-    scale = int(os.environ.get("LAZYLAB_FUZZ_SCALE") or 1)
-    return settings(max_examples=max_examples * scale, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = CASE_S):
-    """Fail (TimeoutError) if the body takes more than ``seconds``: a read that waits forever is a bug."""
-    def expire(signum, frame):
-        raise TimeoutError(f"hung for {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def runs_by_key(doc: dict) -> dict[str, str]:
@@ -245,7 +221,7 @@ def test_property_any_calibration_file_gives_a_dry_run_from_it_or_from_a_new_mea
         sound = CalibrationDoc.model_validate(json.loads(raw)).model_dump()
     except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
         sound = None
-    with no_hang():
+    with no_hang(CASE_S):
         code, out, err = run(capsys, *TINY, "--cache-dir", tmp_path / "memo", "--dry-run", "--json", "-")
     assert code == 0, (how, err)
     notes = [line for line in lines(err) if line.startswith("note:")]
@@ -342,7 +318,7 @@ def test_cache_check_removes_exactly_the_unreadable_rows_and_keeps_the_good_ones
     before.close()
     run_record = next(v for k, v in good.items() if k.startswith("run-"))
     planted = plant_bad_rows(memo_dir, run_record)
-    with no_hang():
+    with no_hang(CASE_S):
         code, out, err = run(capsys, "cache", "check", "--cache-dir", memo_dir, "--json", "-")
     assert code == 0, err
     doc = json.loads(out)
@@ -404,7 +380,7 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
     except (ValueError, RecursionError):
         sound = None
     corrupt = f"memo entry {key} "  # is corrupt, or was written for another configuration
-    with no_hang():
+    with no_hang(CASE_S):
         code, out, err = run(capsys, "runs", "--cache-dir", memo_dir, "--json", "-")
     assert code == 0, (how, err)
     assert [line for line in lines(err) if not line.startswith(corrupt)] == [] and len(lines(err)) <= 1, (how, err)
@@ -417,7 +393,7 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
     memo = Memo(memo_dir)
     memo._put(key, raw)  # again, for the ladder (runs deleted it if corrupt)
     memo.close()
-    with no_hang():
+    with no_hang(CASE_S):
         code, out, err = run(capsys, *TINY, "--cache-dir", memo_dir, "--report", "--json", "-")
     assert code in (0, 2), (how, err)
     errors = [line for line in lines(err) if line.startswith("error: ")]
@@ -481,7 +457,7 @@ def test_property_any_data_copy_digests_give_the_data_or_one_line_and_a_reparse(
     except (ValueError, RecursionError):
         sound = False
     problems = []
-    with no_hang():
+    with no_hang(CASE_S):
         loaded = data.load(folder, cache_dir=mine, problems=problems)
     for field in ("x_train", "y_train", "x_test", "y_test"):
         assert np.array_equal(getattr(loaded, field), getattr(ds, field)), how
@@ -523,7 +499,7 @@ def test_property_any_feature_header_gives_the_arrays_or_one_line(case, tmp_path
     body = b"".join(a.tobytes() for a in arrays.values())
     memo._feature_store(create=True).set("k", _SealedReader([memoryview(raw.replace(b"\n", b" ") + b"\n"),
                                                              memoryview(body)]), read=True)
-    with no_hang():
+    with no_hang(CASE_S):
         got = memo.get_features("k")
     if got is None:
         assert len(memo.problems) == 1 and "feature entry k is corrupt" in memo.problems[0], (how, memo.problems)

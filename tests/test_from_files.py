@@ -16,16 +16,15 @@ import copy
 import json
 import math
 import os
-import signal
 import stat
-from contextlib import contextmanager
 from unittest import mock
 
 import click
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
+from cli_helpers import fuzz, no_hang
 from lazylab import data
 from lazylab.cli import cli, main
 from lazylab.cli import plan as cli_plan
@@ -60,24 +59,6 @@ READ = {
 }
 
 
-class CaseTimeout(BaseException):
-    """Raised by the alarm: a BaseException, so that ``main``'s handlers cannot turn a hang into an exit status."""
-
-
-@contextmanager
-def alarm(seconds: int):
-    def ring(signum, frame):
-        raise CaseTimeout(f"no answer in {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def invoke(capsys, argv) -> tuple[int, str, str, list]:
     """``lazylab argv`` in this process under the alarm: (exit status, stdout, stderr, the plans a --dry-run made)."""
     plans = []
@@ -88,7 +69,7 @@ def invoke(capsys, argv) -> tuple[int, str, str, list]:
         return show(est, json_path)
 
     capsys.readouterr()
-    with alarm(CASE_S), mock.patch.object(cli_plan, "show_plan", keep), pytest.raises(SystemExit) as exc:
+    with no_hang(CASE_S), mock.patch.object(cli_plan, "show_plan", keep), pytest.raises(SystemExit) as exc:
         main([str(a) for a in argv])
     captured = capsys.readouterr()
     return exc.value.code, captured.out, captured.err, plans
@@ -381,13 +362,6 @@ def mutated(draw, valid: dict, kind: str) -> str:
     if draw(st.integers(0, 5)) == 0:
         text = text[: draw(st.integers(0, max(len(text) - 1, 0)))]
     return text
-
-
-def fuzz(n: int):
-    scale = int(os.environ.get("LAZYLAB_FUZZ_SCALE") or 1)
-    return settings(max_examples=n * scale, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])
 
 
 def _equivalent_command(kind: str, doc: dict) -> list:

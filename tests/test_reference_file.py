@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import signal
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
-from cli_helpers import lines, run
+from cli_helpers import fuzz, lines, no_hang, run
 from lazylab.cli import main
 from lazylab.errors import LazylabError
 from lazylab.reference import REFERENCE_FILE, check_payload, dump_reference, load_reference, payload_digest
@@ -75,7 +73,7 @@ def _with_changed_mean(tmp_path: Path, points: float = 1.0) -> tuple[Path, float
     text = REFERENCE_FILE.read_text()
     old = json.loads(text)["payload"]["arms"][0]["cells"]["512"]["mean"]
     new = old + points
-    cell = f'"512": {{"diverged": 0, "final_mean": '
+    cell = '"512": {"diverged": 0, "final_mean": '
     at = text.index(cell)  # the first arm's m = 512 cell
     end = text.index("}", at)
     assert text[at:end].count(f'"mean": {json.dumps(old)}') == 1
@@ -347,21 +345,12 @@ def mutated_files(draw):
     return text
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"a render --from case ran past {CASE_S} s")
-
-
 @pytest.fixture(scope="module")
 def fuzz_place(tmp_path_factory):
     return tmp_path_factory.mktemp("ladderfuzz")
 
 
-@settings(max_examples=40 * int(os.environ.get("LAZYLAB_FUZZ_SCALE") or 1), deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@fuzz(40)
 @given(text=mutated_files())
 def test_a_mutated_ladder_file_is_drawn_or_refused_in_one_line(text, fuzz_place, only_jobs, capsys):
     from lazylab.cache import Memo
@@ -370,15 +359,9 @@ def test_a_mutated_ladder_file_is_drawn_or_refused_in_one_line(text, fuzz_place,
     path = fuzz_place / "ladder.json"
     path.write_text(text)
     memo, out_dir = fuzz_place / "memo", fuzz_place / "out"
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_S)
-    try:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exc:
-            main(["render", "report", "--from", str(path), "--out", str(out_dir), "--cache-dir", str(memo)])
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    capsys.readouterr()
+    with no_hang(CASE_S), pytest.raises(SystemExit) as exc:
+        main(["render", "report", "--from", str(path), "--out", str(out_dir), "--cache-dir", str(memo)])
     code = exc.value.code
     captured = capsys.readouterr()
     event(f"exit {code}")

@@ -36,7 +36,6 @@ from lazylab.limits import (
 )
 from lazylab.schemas import STRICT
 
-# The ranges of --epochs and --train-size (lazylab.cli.options.epochs_option, train_size_option).
 MAX_DEPTH = 32  # levels of nesting: a ladder payload has 7 (analysis.redundancy_grid[i].mean_abs_corr.values[j])
 # The protocol's fixed values (SPEC section 5): no option changes them, so a file with others was not written by a
 # command line and a run rebuilt from it (lazylab verify) would be stored under a key no command could produce.
