@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from lazylab.errors import DataError
+from lazylab.limits import CLASS_NAMES  # noqa: F401 (re-exported: Fashion-MNIST's class names, by index)
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -48,11 +49,6 @@ SHA256 = {
 }
 
 MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-
-CLASS_NAMES = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
-)
 
 IMAGES_MAGIC = 2051  # 0x0803: unsigned bytes, 3 dimensions
 LABELS_MAGIC = 2049  # 0x0801: unsigned bytes, 1 dimension

@@ -4,6 +4,9 @@ re-exports them) and by the schemas of the files lazylab reads back (``lazylab.s
 A module of its own, importing nothing: ``lazylab.data`` checks its parsed copy with
 ``lazylab.schemas``, and the backends import ``lazylab.data``, so the schemas must not import
 ``lazylab.cli`` (which imports the experiments, which import the backends: tests/test_imports.py).
+For the same reason the two values the schemas check that belong to ``lazylab.data`` and
+``lazylab.calibration`` live here (those modules re-export them): the schemas import neither module,
+which both read their files with the schemas (no import circle).
 """
 
 MAX_SEED = 2**32 - 1  # jax keys hold 32 bits: a larger seed would silently repeat a smaller one
@@ -24,3 +27,10 @@ GRAM_MAX_REF_UNITS = 10_000_000  # gram --ref-units
 READOUT_MAX_STEPS = 100_000  # readout --steps
 NTK_W0 = (1e-4, 10.0)  # ntk scalar --w0
 NTK_DT = (1e-5, 0.01)  # ntk scalar --dt
+
+# Values of lazylab.data and lazylab.calibration (re-exported there) that the schemas check.
+CLASS_NAMES = (  # Fashion-MNIST's classes, by index: gram/readout --classes (lazylab.data.CLASS_NAMES)
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)
+CALIBRATION_VERSION = 1  # bump when what the calibration measures changes (lazylab.calibration.CALIBRATION_VERSION)

@@ -7,8 +7,9 @@ Reads the memo only (nothing is trained; the redundancy measurement of the analy
 computed if it is not in the memo: seconds). Refuses in one line, exit 2, when any of the
 paper ladder's runs is missing. Records the SHA-256 of the payload's canonical JSON as
 ``provenance.digest`` (``lazylab.reference.payload_digest``), which every load checks, and reads
-the written file back through ``load_reference`` before it reports success. The file's format and
-its loader: lazylab/reference/__init__.py; how the report uses it: docs/render.md.
+the written file back through ``load_reference`` before it reports success. The document is built by
+``lazylab.experiments.render.build_reference``; the file's format and its loader:
+lazylab/reference/__init__.py; how the report uses it: docs/render.md.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from lazylab.errors import LazylabError
 
 def main(argv=None) -> int:
     from lazylab.experiments import Workspace
-    from lazylab.experiments.render import _plan
+    from lazylab.experiments.render import _plan, build_reference
     from lazylab.paths import writable_file, write_text_atomically
-    from lazylab.reference import build_reference, dump_reference, load_reference, reference_path
+    from lazylab.reference import dump_reference, load_reference, reference_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache-dir", required=True, type=Path, help="the memo holding the complete paper ladder")

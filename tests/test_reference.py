@@ -20,8 +20,8 @@ from lazylab.errors import LazylabError
 from lazylab.experiments import Workspace
 from lazylab.experiments import render as xr
 from lazylab.experiments.ladder import PAPER_ARMS, PAPER_WIDTHS
-from lazylab.reference import (KIND, PROVENANCE_KEYS, build_reference, dump_reference, load_reference,
-                               reference_path)
+from lazylab.experiments.render import build_reference
+from lazylab.reference import KIND, PROVENANCE_KEYS, dump_reference, load_reference, reference_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_PLAN = dict(arms=["yat-frozen", "yat-trained"], widths=[8, 16], seeds=[0], epochs=1, train_size=512, lr=None)

@@ -41,12 +41,12 @@ UNSTABLE = "train loss 7.21 at best epoch > ln 10 = 2.303"
 
 
 def stand_in_reference(ws, path: Path) -> dict:
-    """A reference file exported (``lazylab.reference.build_reference``) from TINY's real ladder, standing in for
-    the paper's; one run flagged unstable and, where the payload lacks them, an exchange table and a warning in
-    the contract's form (mechanics of the page: the rule itself is tested with the ladder)."""
-    from lazylab.reference import build_reference, dump_reference
+    """A reference file exported (``lazylab.experiments.render.build_reference``) from TINY's real ladder,
+    standing in for the paper's; one run flagged unstable and, where the payload lacks them, an exchange table
+    and a warning in the contract's form (mechanics of the page: the rule itself is tested with the ladder)."""
+    from lazylab.reference import dump_reference
 
-    doc = build_reference(ws, xr._plan(None, dict(TINY.ladder.plan)), "stand-in", where="the test machine")
+    doc = xr.build_reference(ws, xr._plan(None, dict(TINY.ladder.plan)), "stand-in", where="the test machine")
     p = doc["payload"]
     run = next(r for r in p["runs"] if r["config"]["arm"] == "yat-frozen" and r["config"]["width"] == 16)
     # Exactly one flagged run: 1-epoch toy runs can meet the real rule too (their first epoch's mean loss

@@ -15,7 +15,8 @@ The digest is recorded at export (``dump_reference``) and checked at load: a num
 damaged file, is refused in one line, and ``lazylab render`` then draws its report without the reference.
 
 ``scripts/export_reference.py`` writes it from a memo holding the complete paper ladder
-(``build_reference`` here); ``load_reference`` reads and checks it. ``lazylab render`` shows it
+(``lazylab.experiments.render.build_reference``, on the experiments' side: this module reads, writes
+and checks files and imports no experiment); ``load_reference`` reads and checks it. ``lazylab render`` shows it
 when the memo does not hold the whole paper ladder (docs/render.md).
 """
 
@@ -25,7 +26,6 @@ import hashlib
 import json
 import os
 import platform
-from datetime import datetime, timezone
 from pathlib import Path
 
 from lazylab.errors import LazylabError
@@ -151,53 +151,12 @@ def load_reference(path: str | Path | None = None) -> dict:
     return doc
 
 
-def build_reference(ws, plan, preset: str = "paper", where: str | None = None, when: str | None = None,
-                    command: str | None = None) -> dict:
-    """The reference document for ``plan`` from the memo alone (nothing is trained).
-
-    Args:
-      ws: a ``Workspace`` whose memo holds every run of ``plan`` (brackets included).
-      plan: a ``LadderPlan`` (``lazylab.experiments.render._plan("paper")`` for the shipped file).
-      preset: the preset's name, recorded.
-      where: the machine that computed the runs [default: ``machine_description()`` of this one].
-      when: the UTC date they were computed [default: today, UTC].
-      command: the command that computed them [default: ``lazylab ladder --preset <preset>``].
-    Returns: the document ``load_reference`` reads (module docstring); its payload is what
-      ``lazylab ladder --preset <preset> --report --json`` writes, plus the wall and the redundancy
-      grid when the memo has them (``experiments.render.wall_analysis``).
-    Raises: LazylabError (one line) if any run of the plan is missing from the memo.
-    """
-    from lazylab import __version__
-    from lazylab.config import code_identity
-    from lazylab.experiments.laws import analyse_ladder
-    from lazylab.experiments.ladder import run_ladder
-    from lazylab.experiments.render import ladder_in_memo, wall_analysis
-
-    present, missing = ladder_in_memo(ws, plan)
-    if missing:
-        raise LazylabError(f"the memo at {ws.memo.directory} lacks {missing} of the {preset} ladder's "
-                           f"{present + missing} runs ({present} present); finish `lazylab ladder --preset {preset}` first")
-    ws.memo_only = True
-    try:
-        result = run_ladder(ws, plan)
-        analysis = analyse_ladder(ws, result, plan.arms)
-        wall_analysis(ws, plan, result, analysis)
-    finally:
-        ws.memo_only = False
-    payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis}))
-    now = datetime.now(timezone.utc)
-    prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),
-            "exported_at": now.isoformat(timespec="seconds"), "lazylab": __version__, "code": code_identity(),
-            "command": command or f"lazylab ladder --preset {preset}", "data": ws.fingerprint,
-            "runs": len(payload["runs"]), "digest": payload_digest(payload)}
-    return {"schema": REFERENCE_SCHEMA, "kind": KIND, "preset": preset, "provenance": prov, "payload": payload}
-
-
 def dump_reference(doc: dict) -> str:
     """The file's text: one JSON object, one run record per line (diffs stay readable, the file small).
 
     ``provenance["digest"]`` is written as the SHA-256 of the payload written (``payload_digest``), so a payload
-    changed after ``build_reference`` (tests plant differences) is recorded as it is; ``doc`` is not changed.
+    changed after ``lazylab.experiments.render.build_reference`` (tests plant differences) is recorded as it
+    is; ``doc`` is not changed.
     """
     payload = doc["payload"]
     head = {k: v for k, v in doc.items() if k != "payload"}

@@ -22,8 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from lazylab.calibration import CALIBRATION_VERSION
-from lazylab.limits import MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
+from lazylab.limits import CALIBRATION_VERSION, MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
 from lazylab.schemas import STRICT
 
 # Bounds on a calibration's constants, far past any machine: the 2-core development machine

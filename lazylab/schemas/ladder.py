@@ -539,8 +539,8 @@ Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class Provenance(Model):
-    """A reference file's ``provenance`` (``lazylab.reference.build_reference``): where, when and by which lazylab
-    its runs were computed, how many, and the SHA-256 of its payload's canonical JSON (``digest``)."""
+    """A reference file's ``provenance`` (``lazylab.experiments.render.build_reference``): where, when and by
+    which lazylab its runs were computed, how many, and the SHA-256 of its payload's canonical JSON (``digest``)."""
 
     where: str
     when: str

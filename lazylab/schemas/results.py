@@ -34,8 +34,8 @@ from pydantic import (
     field_validator,
 )
 
-from lazylab.data import CLASS_NAMES
 from lazylab.limits import (
+    CLASS_NAMES,
     GRAM_MAX_FRAMES,
     GRAM_MAX_PER_CLASS,
     GRAM_MAX_REF_UNITS,

@@ -9,8 +9,9 @@ drawing and no printing here: ``lazylab.render.report`` draws.
 
 The package's modules: ``settings`` (the settings, ``DEFAULT_SETTINGS``, and
 ``with_json``/``load_ladder_json`` for ``render --from``), ``results`` (the
-gram, readout, trajectory and NTK results: spec, then memo or compute) and
-``ladders`` (your ladder and the paper ladder). Every name is importable from
+gram, readout, trajectory and NTK results: spec, then memo or compute),
+``ladders`` (your ladder and the paper ladder) and ``export`` (``build_reference``: a ladder's
+reference document from the memo, for ``scripts/export_reference.py``). Every name is importable from
 ``lazylab.experiments.render`` itself.
 
 Two choices differ from the subcommands, both stated in the report:
@@ -73,6 +74,7 @@ from lazylab.experiments.render.results import (  # noqa: F401 (re-exported)
     trajectory_result,
     trajectory_spec,
 )
+from lazylab.experiments.render.export import build_reference  # noqa: F401 (re-exported)
 from lazylab.experiments.render.ladders import (  # noqa: F401 (re-exported)
     _plan,
     ladder_in_memo,
