@@ -15,15 +15,14 @@ import click
 
 from lazylab import xla_cache
 from lazylab.cli import output, progress
-from lazylab.cli.options import check_paths
+from lazylab.cli.options import VERBOSITY_GIVEN, check_paths, verbosity_options
 from lazylab.errors import LazylabError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lazylab")
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (results and errors still print).")
-@click.option("-v", "--verbose", is_flag=True, help="More progress: one line per epoch when stderr is not a terminal.")
-def cli(quiet, verbose):
+@verbosity_options
+def cli():
     """lazylab: how many random neurons buy a trained one? (Fashion-MNIST)
 
     Frozen random feature banks (Yat, ReLU, Gaussian units) with a trained linear readout,
@@ -37,9 +36,9 @@ def cli(quiet, verbose):
       lazylab render all                        # every picture and out/render/report.html
     """
     output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
-    if quiet and verbose:
-        raise click.UsageError("-q and -v contradict each other: give one")
-    progress.verbosity = progress.QUIET if quiet else progress.VERBOSE if verbose else progress.NORMAL
+    # -q / -v before the subcommand (their callbacks ran already); after it, the command's own set it again.
+    given = click.get_current_context().meta.get(VERBOSITY_GIVEN, set())
+    progress.verbosity = progress.QUIET if "quiet" in given else progress.VERBOSE if "verbose" in given else progress.NORMAL
 
 
 def _register() -> None:
@@ -48,6 +47,16 @@ def _register() -> None:
     for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
                     studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render, verify.verify):
         cli.add_command(command)
+    _verbosity_everywhere(cli)
+
+
+def _verbosity_everywhere(group: click.Group) -> None:
+    """``-q`` and ``-v`` after any subcommand too (``lazylab ladder -q``), with the same effect as before it."""
+    for command in group.commands.values():
+        if not any(p.name == "quiet" for p in command.params):
+            verbosity_options(command)
+        if isinstance(command, click.Group):
+            _verbosity_everywhere(command)
 
 
 _register()

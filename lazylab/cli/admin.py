@@ -161,37 +161,49 @@ def cache():
 
 @cache.command("info")
 @cache_dir_option
-def cache_info(cache_dir):
+@json_option("the counts and sizes")
+def cache_info(cache_dir, json_path):
     """Entries and bytes in the memo, in its feature store and in the compiled-program cache.
 
     \b
     Examples:
       lazylab cache info
       lazylab cache info --cache-dir /data/lazylab-memo
+      lazylab cache info --json - | jq .memo.entries
     """
     from lazylab.cache import Memo, format_size
     from lazylab.config import code_identity
 
+    prepare_json(json_path)
     memo = Memo(cache_dir)
     for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
         click.echo(line, err=True)
-    out.print(f"{memo.directory}: {len(memo)} entries, {memo.volume() / 2**20:.1f} MiB; with the feature store, by the "
+    volume, by_code = memo.volume(), memo.code_counts()
+    out.print(f"{memo.directory}: {len(memo)} entries, {volume / 2**20:.1f} MiB; with the feature store, by the "
               "code that computed them:")
-    for code, n in memo.code_counts().items():
+    for code, n in by_code.items():
         usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
         out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
     folder = xla_cache.cache_dir()
+    programs = {"directory": None if folder is None else str(folder), "kept": False, "programs": 0, "bytes": 0}
     if folder is None:
         out.print(f"compiled programs: not kept (LAZYLAB_XLA_CACHE={os.environ['LAZYLAB_XLA_CACHE']})")
     elif not xla_cache.usable(folder):
         out.print(f"{folder}: cannot be written (jax locks it even to read), so compiled programs are not kept or used")
     else:
-        programs, size = xla_cache.stats(folder)
-        out.print(f"{folder}: {programs} compiled programs, {format_size(size)} (jax's compilation cache, "
+        n_programs, program_bytes = xla_cache.stats(folder)
+        programs.update(kept=True, programs=n_programs, bytes=program_bytes)
+        out.print(f"{folder}: {n_programs} compiled programs, {format_size(program_bytes)} (jax's compilation cache, "
                   "LAZYLAB_XLA_CACHE, 0 for none; not cleared by 'cache clear')")
+    write_json(json_path, {
+        "memo": {"directory": str(memo.directory), "entries": len(memo), "bytes": volume,
+                 "by_code": [{"code": code, "entries": n, "current": code == code_identity()}
+                             for code, n in by_code.items()]},
+        "features": {"directory": str(memo.feature_dir), "entries": entries, "bytes": size},
+        "compiled_programs": programs, "problems": list(memo.problems)})
 
 
 @cache.command("clear")

@@ -15,7 +15,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
 from lazylab.cli.output import (warn, analysis_tables, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
-from lazylab.cli.plan import dry_run_option, plan_first
+from lazylab.cli.plan import dry_run_option, plan_first, yes_option
 from lazylab.cli.progress import Display, ProgressReporter, sweep
 from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
@@ -73,6 +73,7 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
 @click.option("--report", is_flag=True,
               help="Train nothing: re-print, re-write and re-draw everything from the memo (exit 2 if a run is missing).")
 @dry_run_option
+@yes_option
 @backend_options
 @cache_limit_option
 @data_options
@@ -253,6 +254,7 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
 @train_size_option(60000, "Banks are seeded from the first N training images.")
 @json_option("the rows")
 @dry_run_option
+@yes_option
 @data_options
 def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_path, dry_run, data_dir, cache_dir):
     """Redundancy of initial banks (mean |corr|, participation ratio) for each fan-in x image sample.

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from lazylab.cli.options import (MAX_AMPLITUDE, MAX_SEED, MAX_WIDTH, IntList, NtkTimes, data_options, default_out,
+from lazylab.cli.options import (MAX_AMPLITUDE, MAX_SEED, MAX_WIDTH, IntList, NtkTimes, arm_option, data_options, default_out,
                                  epochs_option, finite, json_option, list_option, lr_option, out_option, seed_option,
                                  train_size_option, width_option)
 from lazylab.cli.output import out, prepare_json, write_json
-from lazylab.cli.plan import dry_run_option, plan_first
+from lazylab.cli.plan import dry_run_option, plan_first, yes_option
 from lazylab.cli.progress import Display
 from lazylab.limits import NTK_DT, NTK_W0
 from lazylab.paths import writable_dir, write_text_atomically
@@ -44,14 +44,14 @@ def ntk():
 
 
 @ntk.command("lab")
-@width_option(32, "Hidden units m (one run).")
+@width_option(32, "Hidden units m (one run).", alias=False)
 @lr_option("Gradient-descent rate [default: 0.5 for one run, 0.05 for a --widths sweep].")
 @click.option("--steps", type=click.IntRange(min=1, max=1_000_000), default=2000, show_default=True, help="Full-batch GD steps.")
 @click.option("--bump", type=click.FloatRange(min=-MAX_AMPLITUDE, max=MAX_AMPLITUDE), default=1.0, show_default=True,
               callback=finite, help="Amplitude of the local bump in the target.")
 @click.option("--noise", type=click.FloatRange(min=0, max=MAX_AMPLITUDE), default=0.1, show_default=True, callback=finite,
               help="Label noise std.")
-@seed_option("Initialization seed.")
+@seed_option("Initialization seed.", alias=False)
 @click.option("--data-seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True, help="Seed of the training data.")
 @click.option("--frames", type=click.IntRange(min=2, max=400), default=60, show_default=True, help="Snapshots (GIF frames), log-spaced in steps.")
 @list_option("--widths", type=IntList(1, MAX_WIDTH, at_least=2),
@@ -62,6 +62,7 @@ def ntk():
 @out_option("ntk", "lab.{png,gif,json} or sweep.{png,json}")
 @json_option("the run's (or the sweep's) figures")
 @dry_run_option
+@yes_option
 def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, sweep_seeds, no_gif, out_dir, json_path,
             dry_run):
     """The 1-D tanh network and its linearization from one init; or a width sweep.
@@ -213,7 +214,7 @@ def ntk_scalar(w0, times, dt, offset, out_dir, json_path):
 
 
 @ntk.command("arm")
-@click.option("--arm", "arm_name", required=True, help="Arm name, e.g. yat-trained (plugins included).")
+@arm_option(None, "Arm name, e.g. yat-trained (plugins included).")
 @width_option(None, "Units m in the arm's bank.")
 @click.option("--probe", type=click.IntRange(min=1, max=1024), default=256, show_default=True, help="First N test images for the NTK.")
 @seed_option()
@@ -227,6 +228,7 @@ def ntk_scalar(w0, times, dt, offset, out_dir, json_path):
 @out_option("ntk", "arm-<arm>-m<width>-p<probe>.{png,json}")
 @json_option("the record")
 @dry_run_option
+@yes_option
 @data_options
 def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory_mib, out_dir, json_path, dry_run,
             data_dir, cache_dir):
@@ -237,7 +239,7 @@ def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory
       lazylab ntk arm --arm yat-trained --width 64
       lazylab ntk arm --arm relu-trained --width 1024 --epochs 1 --json - | jq .drift
     """
-    from lazylab.arms import get_arm
+    from lazylab.cli.options import get_arm
     from lazylab.experiments import Workspace
     from lazylab.experiments.ntk import run_arm
     from lazylab.render.ntk import arm_png

@@ -94,6 +94,22 @@ class IntList(click.ParamType):
         return ints
 
 
+class AliasedOption(click.Option):
+    """An option with one canonical spelling (its first name, the one ``--help`` and error messages
+    show) and aliases also accepted (``--arms`` and ``--arm``): users type either, lazylab says one."""
+
+    def get_error_hint(self, ctx):
+        return f"'{self.opts[0]}'"
+
+    def get_help_record(self, ctx):
+        names = self.opts
+        self.opts = names[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = names
+
+
 def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help=""):
     """A comma-separated list option; repeating it accumulates, the one convention of every list
     option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
@@ -111,7 +127,7 @@ def list_option(*decls, type: click.ParamType | None = None, default: str | None
             return value[0]
         return type.convert(",".join(str(v) for part in value for v in part), param, ctx)
 
-    return click.option(*decls, type=type, multiple=True, callback=callback,
+    return click.option(*decls, cls=AliasedOption, type=type, multiple=True, callback=callback,
                         default=(default,) if default is not None else (), show_default=show_default,
                         help=help + " Repeating the option adds to the list.")
 
@@ -183,10 +199,38 @@ def finite(ctx, param, value):
     return value
 
 
-def parse_arms(value: str | None) -> tuple:
-    """Resolve a comma-separated arm list; an empty or unknown name is a LazylabError."""
-    from lazylab.arms import get_arm
+def did_you_mean(message: str, name: str, candidates) -> str:
+    """``message`` (``unknown arm 'yat-frozn'; ...``) with `` (did you mean 'yat-frozen'?)`` after the
+    name when one of ``candidates`` is close to it (difflib); unchanged otherwise."""
+    import difflib
 
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    head = f"unknown arm {name!r}"
+    if not close or head not in message:
+        return message
+    return message.replace(head, f"{head} (did you mean {close[0]!r}?)", 1)
+
+
+def known_arms() -> tuple[str, ...]:
+    """The installed arms' names (plugins included), for ``did_you_mean``."""
+    from lazylab.arms import registry
+
+    return tuple(registry().arms())
+
+
+def get_arm(name: str):
+    """``lazylab.arms.get_arm``, with "did you mean" in the one-line error for a mistyped name."""
+    from lazylab.arms import get_arm as lookup
+    from lazylab.errors import LazylabError
+
+    try:
+        return lookup(name)
+    except LazylabError as exc:
+        raise LazylabError(did_you_mean(str(exc), name, known_arms())) from None
+
+
+def parse_arms(value: str | None) -> tuple:
+    """Resolve a comma-separated arm list; an empty or unknown name is a LazylabError (with "did you mean")."""
     names = [n.strip() for n in (value or "").split(",")]
     if not any(names):
         raise click.BadParameter("expected at least one arm name", param_hint="'--arms'")
@@ -194,6 +238,35 @@ def parse_arms(value: str | None) -> tuple:
     if repeated:  # one arm twice would train nothing new and print its row twice
         raise click.BadParameter(f"{repeated[0]} is given more than once", param_hint="'--arms'")
     return tuple(get_arm(n) for n in names if n)
+
+
+VERBOSITY_GIVEN = "lazylab.verbosity"  # ctx.meta key: the -q / -v flags given so far, before or after the subcommand
+
+
+def _verbosity(ctx, param, value):
+    """``-q``/``-v`` callback: set ``progress.verbosity`` wherever the flag stands on the line; both is an error."""
+    from lazylab.cli import progress
+
+    if not value:
+        return
+    given = ctx.meta.setdefault(VERBOSITY_GIVEN, set())
+    given.add(param.name)
+    if len(given) > 1:
+        raise click.UsageError("-q and -v contradict each other: give one")
+    progress.verbosity = progress.QUIET if param.name == "quiet" else progress.VERBOSE
+
+
+def verbosity_options(f):
+    """``-q/--quiet`` and ``-v/--verbose``: on the group and on every command, with the same effect
+    before or after the subcommand (``lazylab -q ladder`` is ``lazylab ladder -q``)."""
+    quiet = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_verbosity,
+                         help="No progress on stderr (results and errors still print).")
+    verbose = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbosity,
+                           help="More progress: one line per epoch when stderr is not a terminal.")
+    # A function collects its options bottom-up, a built command appends them: -q first in help either way.
+    for option in ((quiet, verbose) if isinstance(f, click.Command) else (verbose, quiet)):
+        f = option(f)
+    return f
 
 
 def data_options(f):
@@ -228,36 +301,45 @@ def json_option(what: str):
                         default=None, help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
 
 
+def arm_option(default: str | None, what: str):
+    """``--arm``: one arm name (plugins included); ``--arms`` with one name is accepted too."""
+    return click.option("--arm", "--arms", "arm_name", cls=AliasedOption, default=default, required=default is None,
+                        show_default=default is not None, help=what)
+
+
 def arms_option(default: str | None = None, what: str = "arms"):
-    """``--arms``: comma-separated arm names (``lazylab arms`` lists them, plugins too)."""
-    return list_option("--arms", "arms_", default=default, show_default=default is not None,
+    """``--arms`` (alias ``--arm``): comma-separated arm names (``lazylab arms`` lists them, plugins too)."""
+    return list_option("--arms", "--arm", "arms_", default=default, show_default=default is not None,
                        help=f"Comma-separated {what} (lazylab arms lists them)"
                             + ("" if default is not None else " [default: the preset's]") + ".")
 
 
 def widths_option(default: str | None = None, what: str = "bank widths m", at_least: int = 1):
-    """``--widths``: an integer list of widths 1..MAX_WIDTH."""
-    return list_option("--widths", type=IntList(1, MAX_WIDTH, at_least), default=default,
+    """``--widths`` (alias ``--width``): an integer list of widths 1..MAX_WIDTH."""
+    return list_option("--widths", "--width", "widths", type=IntList(1, MAX_WIDTH, at_least), default=default,
                        show_default=default is not None,
                        help=f"{what[0].upper()}{what[1:]}: 64,512, 8,16,...,1024 or 8-12"
                             + ("" if default is not None else " [default: the preset's]") + ".")
 
 
 def seeds_option(default: str | None = None):
-    """``--seeds``: an integer list of seeds 0..MAX_SEED."""
-    return list_option("--seeds", type=IntList(0, MAX_SEED), default=default, show_default=default is not None,
+    """``--seeds`` (alias ``--seed``): an integer list of seeds 0..MAX_SEED."""
+    return list_option("--seeds", "--seed", "seeds", type=IntList(0, MAX_SEED), default=default, show_default=default is not None,
                        help="Seeds (bank, head and batch order): 0,1,2 or 0-2"
                             + ("" if default is not None else " [default: the preset's]") + ".")
 
 
-def seed_option(what: str = "Seed of the bank, the head and the batch order.", maximum: int = MAX_SEED):
-    """``--seed``: one seed 0..MAX_SEED (or a smaller ``maximum`` the help explains)."""
-    return click.option("--seed", type=click.IntRange(min=0, max=maximum), default=0, show_default=True, help=what)
+def seed_option(what: str = "Seed of the bank, the head and the batch order.", maximum: int = MAX_SEED,
+                alias: bool = True):
+    """``--seed``: one seed 0..MAX_SEED (or a smaller ``maximum`` the help explains); ``--seeds`` with
+    one value is accepted too (``alias``; not where the command has another seeds option)."""
+    return click.option("--seed", *(("--seeds",) if alias else ()), "seed", cls=AliasedOption, type=click.IntRange(min=0, max=maximum), default=0, show_default=True, help=what)
 
 
-def width_option(default: int | None, what: str = "Units m in the bank."):
-    """``--width``: one width 1..MAX_WIDTH (required when ``default`` is None)."""
-    return click.option("--width", type=click.IntRange(min=1, max=MAX_WIDTH), default=default,
+def width_option(default: int | None, what: str = "Units m in the bank.", alias: bool = True):
+    """``--width``: one width 1..MAX_WIDTH (required when ``default`` is None); ``--widths`` with one
+    value is accepted too (``alias``; not where the command has its own ``--widths``)."""
+    return click.option("--width", *(("--widths",) if alias else ()), "width", cls=AliasedOption, type=click.IntRange(min=1, max=MAX_WIDTH), default=default,
                         required=default is None, show_default=default is not None, help=what)
 
 

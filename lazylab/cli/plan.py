@@ -14,11 +14,31 @@ from lazylab.cli import progress
 from lazylab.cli.output import count, err, out, prepare_json, write_json
 from lazylab.cli.progress import duration
 
-ANNOUNCE_S = 600.0  # a computing command estimated above this (10 minutes) says so first
+ANNOUNCE_S = 600.0  # a computing command estimated above this (10 minutes) says so first, and asks on a terminal
+YES = "lazylab.yes"  # ctx.meta key: --yes was given
 
 dry_run_option = click.option("--dry-run", is_flag=True,
                               help="Print the runs to compute, how many are in the memo, and the estimated time, "
                                    "memory and disk; compute nothing.")
+
+
+def _remember_yes(ctx, param, value):
+    if value:
+        ctx.meta[YES] = True
+
+
+yes_option = click.option("--yes", is_flag=True, expose_value=False, callback=_remember_yes,
+                          help="Do not ask before a job estimated over 10 minutes (only asked on a terminal).")
+
+
+def stdin_is_terminal() -> bool:
+    """Whether someone can answer a question (tests replace this)."""
+    import sys
+
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
 
 
 def estimate_for(command: str, ws, measure: bool = True, **kw):
@@ -128,9 +148,9 @@ def _values(name: str, values: list) -> str:
 def plan_first(dry_run: bool, json_path, command: str, ws, **kw):
     """What every computing command does before computing. With ``--dry-run``: print the plan
     (``show_plan``) and return None, the command stops there. Otherwise: check ``--json PATH``,
-    print the one-line estimate of a job over 10 minutes (``announce``; this machine is not
-    measured for it, see ``estimate_for``) and return the ``Estimate`` (the progress display's
-    time left follows it)."""
+    print the one-line estimate of a job over 10 minutes, or on a terminal without ``--yes`` ask
+    whether to start it (``announce``; this machine is not measured for it, see ``estimate_for``)
+    and return the ``Estimate`` (the progress display's time left follows it)."""
     if dry_run:
         show_plan(estimate_for(command, ws, **kw), json_path)
         return None
@@ -141,7 +161,14 @@ def plan_first(dry_run: bool, json_path, command: str, ws, **kw):
 
 
 def announce(est) -> None:
-    """One line on stderr when ``est`` is over ``ANNOUNCE_S`` seconds (nothing under ``-q``): what it will cost."""
-    if est is None or est.seconds <= ANNOUNCE_S or progress.verbosity == progress.QUIET:
+    """When ``est`` is over ``ANNOUNCE_S`` seconds: on a terminal without ``--yes``, ask whether to
+    start (no: click's Abort, "aborted: nothing was changed", exit 1); otherwise one line on stderr
+    (nothing under ``-q``) saying what it will cost, and go on."""
+    if est is None or est.seconds <= ANNOUNCE_S:
         return
-    err.print(f"estimate: {summary(est)}; --dry-run shows the plan", soft_wrap=True)
+    line = f"estimate: {summary(est)}; --dry-run shows the plan"
+    ctx = click.get_current_context(silent=True)
+    if not (ctx is not None and ctx.meta.get(YES)) and stdin_is_terminal():
+        click.confirm(f"{line}. Start? (--yes does not ask)", abort=True, err=True)
+    elif progress.verbosity != progress.QUIET:
+        err.print(line, soft_wrap=True)

@@ -11,7 +11,7 @@ from rich.table import Table
 from lazylab.cli.options import (arms_option, cache_limit_option, data_options, default_out, epochs_option,
                                  parse_arms, seeds_option, widths_option)
 from lazylab.cli.output import out
-from lazylab.cli.plan import dry_run_option, plan_first
+from lazylab.cli.plan import dry_run_option, plan_first, yes_option
 from lazylab.cli.progress import Display, stage_ticker
 from lazylab.paths import writable_dir
 
@@ -122,7 +122,7 @@ def _computing_render_options(f):
     f = seeds_option()(f)
     f = widths_option(None, "your ladder's widths")(f)
     f = arms_option(None, "arms of your ladder, plugins too; its missing runs are computed")(f)
-    return dry_run_option(_preset_option(cache_limit_option(_from_option(_render_options(f)))))
+    return yes_option(dry_run_option(_preset_option(cache_limit_option(_from_option(_render_options(f))))))
 
 
 def _from_option(f):
@@ -146,6 +146,7 @@ def render():
 
 @render.command("gifs")
 @dry_run_option
+@yes_option
 @_from_option
 @_render_options
 def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json, dry_run):

@@ -9,13 +9,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from lazylab.cli.options import MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, json_option, list_option
+from lazylab.cli.options import (MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, did_you_mean, json_option, known_arms,
+                                 list_option)
 from lazylab.cli.output import count, num, out, prepare_json, write_csv, write_json
+from lazylab.errors import LazylabError
 from lazylab.runs import FIELDS, KINDS
 
 
 def _names(value: str | None, option: str) -> tuple[str, ...] | None:
-    """A comma-separated name list (``--arm``, ``--kind``): distinct, not empty; None when not given."""
+    """A comma-separated name list (``--arms``, ``--kinds``): distinct, not empty; None when not given."""
     if value is None:
         return None
     names = [v.strip() for v in value.split(",")]
@@ -28,10 +30,11 @@ def _names(value: str | None, option: str) -> tuple[str, ...] | None:
 
 
 @click.command()
-@list_option("--arm", "arms_", help="Only these arms (yat-frozen,relu-frozen; lazylab arms lists them).")
-@list_option("--width", "widths", type=IntList(1, MAX_WIDTH), help="Only these bank widths m: 64,512, 16,32,...,1024 or 8-12.")
-@list_option("--seed", "seeds", type=IntList(0, MAX_SEED), help="Only these seeds: 0,1,2 or 0-2.")
-@list_option("--kind", "kinds", help=f"Only these kinds of result: {', '.join(KINDS)}.")
+@list_option("--arms", "--arm", "arms_", help="Only these arms (yat-frozen,relu-frozen; lazylab arms lists them).")
+@list_option("--widths", "--width", "widths", type=IntList(1, MAX_WIDTH),
+             help="Only these bank widths m: 64,512, 16,32,...,1024 or 8-12.")
+@list_option("--seeds", "--seed", "seeds", type=IntList(0, MAX_SEED), help="Only these seeds: 0,1,2 or 0-2.")
+@list_option("--kinds", "--kind", "kinds", help=f"Only these kinds of result: {', '.join(KINDS)}.")
 @click.option("--any-code", is_flag=True,
               help="Also list results computed by other code (another lazylab version or numerics); they are "
                    "never reused, and 'lazylab cache prune' removes them [default: this lazylab's only].")
@@ -47,12 +50,13 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     was stored (UTC) and what the kind adds (a run's instability, a convex readout's lambda, a
     redundancy's bank). Nothing is computed. Filters combine (a row must pass each); a row
     without the field (a redundancy has no arm) never passes a filter on it. Gram and readout
-    entries do not store their configuration: only their accuracies and key are listed.
+    entries do not store their configuration: only their accuracies and key are listed. Each
+    filter takes one value or a list, spelled either way (--arm or --arms, --width or --widths).
 
     \b
     Examples:
       lazylab runs --arm yat-frozen --csv runs.csv    # one row per yat-frozen run
-      lazylab runs --kind run --width 16,32,...,1024 --seed 0
+      lazylab runs --kinds run --widths 16,32,...,1024 --seeds 0
       lazylab runs --json - | python -m json.tool
     """
     from lazylab.config import code_identity
@@ -65,8 +69,12 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     prepare_json(json_path)
     if csv_path is not None:
         writable_file(csv_path, "--csv")
-    arms, kind_list = _names(arms_, "'--arm'"), _names(kinds, "'--kind'")
-    listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code)
+    arms, kind_list = _names(arms_, "'--arms'"), _names(kinds, "'--kinds'")
+    try:
+        listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code)
+    except LazylabError as exc:  # a mistyped arm: say which installed one it is close to
+        bad = next((a for a in arms or () if f"unknown arm {a!r}" in str(exc)), None)
+        raise exc if bad is None else LazylabError(did_you_mean(str(exc), bad, known_arms())) from None
     for line in listing.problems:  # one line each, never wrapped
         click.echo(line, err=True)
     rows = listing.runs

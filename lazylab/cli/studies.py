@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from lazylab.cli.options import (MAX_WIDTH, arms_option, backend_options, data_options, default_out, epochs_option,
+from lazylab.cli.options import (MAX_WIDTH, arm_option, arms_option, backend_options, data_options, default_out, epochs_option,
                                  fan_in_option, json_option, list_option, lr_option, make_backend, out_option,
                                  parse_arms, seed_option, train_size_option, width_option, widths_option)
 from lazylab.cli.output import backend_note, count, gif_facts, gif_line, out, write_json, write_results
-from lazylab.cli.plan import dry_run_option, plan_first
+from lazylab.cli.plan import dry_run_option, plan_first, yes_option
 from lazylab.cli.progress import Display, stage_ticker, sweep
 from lazylab.errors import LazylabError
 from lazylab.limits import (GRAM_MAX_FRAMES, GRAM_MAX_PER_CLASS, GRAM_MAX_REF_UNITS, GRAM_MAX_REPEATS, GRAM_MAX_SEED,
@@ -38,6 +38,7 @@ def _scalars_text(start: dict, end: dict) -> str:
 @click.option("--prototype-scale", type=click.Choice(["per-image", "shared"]), default="per-image", show_default=True,
               help="Prototype picture: each image on its own symmetric colour scale, or one scale for all.")
 @dry_run_option
+@yes_option
 @backend_options
 @data_options
 def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, out_dir, json_path, prototype_scale,
@@ -111,7 +112,7 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 
 
 @click.command()
-@click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
+@arm_option("yat-frozen", "A frozen arm (plugins included).")
 @click.option("--max-units", type=click.IntRange(min=1, max=MAX_WIDTH), default=2000, show_default=True,
               help="Width of the grown bank (the last frame).")
 @click.option("--frames", type=click.IntRange(min=1, max=GRAM_MAX_FRAMES), default=40, show_default=True,
@@ -131,6 +132,7 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 @out_option("gram", "gram.gif, gram.json and gram.csv")
 @json_option("the kernels' summary, slopes and per-width rows (as gram.json)")
 @dry_run_option
+@yes_option
 @data_options
 def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_min, repeats, out_dir, json_path,
          dry_run, data_dir, cache_dir):
@@ -142,7 +144,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
       lazylab gram --arm relu-frozen --repeats 8      # an ensemble slope over 8 banks
       lazylab gram --json - | jq .fit.slope
     """
-    from lazylab.arms import get_arm
+    from lazylab.cli.options import get_arm
     from lazylab.data import CLASS_NAMES
     from lazylab.experiments import Workspace
     from lazylab.experiments.gram import gram_config, parse_classes, require_frozen, run_gram
@@ -193,7 +195,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 
 
 @click.command()
-@click.option("--arm", "arm_name", default="yat-frozen", show_default=True, help="A frozen arm (plugins included).")
+@arm_option("yat-frozen", "A frozen arm (plugins included).")
 @widths_option("64,512", "bank widths m; the widest judges the garments")
 @train_size_option(10000)
 @click.option("--steps", type=click.IntRange(min=1, max=READOUT_MAX_STEPS), default=300, show_default=True, help="Adam steps (full batch).")
@@ -204,6 +206,7 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 @out_option("readout", "readout.gif, readout.json and readout.csv")
 @json_option("the curves and garments (as readout.json)")
 @dry_run_option
+@yes_option
 @data_options
 def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, json_path, dry_run, data_dir, cache_dir):
     """The readout race: linear readouts on frozen banks of two widths, test accuracy through Adam steps.
@@ -214,7 +217,7 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
       lazylab readout --arm relu-frozen --widths 16,128,1024
       lazylab readout --json - | jq '.curves[].final_acc'
     """
-    from lazylab.arms import get_arm
+    from lazylab.cli.options import get_arm
     from lazylab.experiments import Workspace
     from lazylab.experiments.gram import require_frozen
     from lazylab.experiments.readout import readout_configs, run_readout
