@@ -18,7 +18,7 @@ STYLE = {"identical": "green", "within noise": "yellow", "diverged": "red"}
 
 
 @click.command()
-@list_option("--arms", "arms_", help="Comma-separated arms to rerun (lazylab arms lists them) [default: every arm "
+@list_option("--arms", "--arm", "arms_", help="Comma-separated arms to rerun (lazylab arms lists them) [default: every arm "
                                      "of the reference].")
 @width_option(256, "Width of the runs to rerun: the reference's runs at this width, at every rate it holds there "
                    "(at m = 256: the rate brackets).")
