@@ -36,11 +36,25 @@ for c in mine.cells:
     print(f"{c.arm:12s} m={c.width:<4d} {c.mean:.2f} %")
 print(mine.exchange_sentence)
 
-# %% Every result in the memo, as rows (the same as `lazylab runs`).
+# %% Every result in the memo, as rows (the same as `lazylab runs`): one kind per call, the training runs by default.
 rows = api.runs(arm="yat-frozen", width=[16, 64, 256], seed=0)
 for r in rows:
     print(f"{r.kind} {r.arm} m={r.width} lr={r.lr:g} epochs={r.epochs} train={r.train_size}: "
           f"best {r.best_acc:.2f} %, {r.seconds:.1f} s, stored {r.stored}")
+
+# %% Convex readouts (`lazylab ladder --readout convex|both`), if the memo holds any: ask for their kind.
+convex = api.runs(arm="yat-frozen", kind="convex")
+for r in convex:
+    print(f"{r.kind} {r.arm} m={r.width} seed={r.seed} train={r.train_size}: test {r.best_acc:.2f} % ({r.detail})")
+print(f"{len(convex)} convex readouts of yat-frozen in the memo")
+
+# %% Files read back: api.load reads any --json file a command wrote (ladder, gram, readout, trajectory,
+# ntk), checked like the options that wrote it; `lazylab ladder --json` files become a Ladder like the one
+# above. It reads the shipped reference file too.
+from lazylab.reference import reference_path
+
+again = api.load(reference_path())
+print(f"api.load: {len(again.cells)} cells; yat-frozen at m = 512 again {again.cell('yat-frozen', 512).mean:.2f} %")
 
 # %% DataFrames, when pandas is installed (pip install 'lazylab[pandas]').
 from lazylab.errors import LazylabError

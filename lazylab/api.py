@@ -12,6 +12,8 @@ ladder computed here is a ladder ``lazylab ladder`` finds in the memo, and the o
     >>> mine = api.ladder(arms=["yat-frozen", "yat-trained"], widths=[16, 64, 256], seeds=[0],
     ...                   epochs=1, train_size=2048)
     >>> api.runs(arm=["yat-frozen"]).to_dataframe()  # needs pandas: pip install 'lazylab[pandas]'
+    >>> api.runs(kind="convex")                     # the convex readouts (training runs by default)
+    >>> api.load("results.json")                    # any --json file a command wrote, read back
 
 Accuracies are test accuracies in percent (0-100); widths are units ``m``; times are seconds.
 Every collection (``Rows``) is a plain ``list`` with ``to_dataframe()``. Bad arguments raise
@@ -29,8 +31,9 @@ from lazylab.analysis import movement_law_or_why
 from lazylab.errors import LazylabError
 from lazylab.runs import KINDS, Run, list_runs
 
-__all__ = ["Rows", "Run", "Cell", "ArmRate", "LadderLaw", "MovementLaw", "Gap", "ExchangeRow", "Ladder",
-           "ladder", "reference", "runs", "KINDS", "PANDAS_HINT"]
+__all__ = ["Rows", "Run", "Cell", "ArmRate", "LadderLaw", "MovementLaw", "Gap", "ExchangeRow", "ConvexCell",
+           "WallRow", "Ladder", "GramFrame", "ReadoutPoint", "TrajectoryEpoch", "NtkCheck", "Result",
+           "ladder", "reference", "load", "runs", "KINDS", "PANDAS_HINT"]
 
 PANDAS_HINT = "to_dataframe needs pandas: pip install 'lazylab[pandas]'"
 
@@ -173,6 +176,52 @@ class ExchangeRow:
 
 
 @dataclass
+class ConvexCell:
+    """The convex readout of a frozen arm at one width (``ladder --readout convex|both``; docs/convex.md).
+
+    Attributes: arm; width (units m); n: seeds; mean, std: test accuracy (%) at the optimum of
+    cross-entropy + L2, mean and sample std over the seeds; train_loss: at the optimum (nats, mean over
+    seeds); grad_norm: the gradient norm there (the largest over seeds); iterations: L-BFGS iterations
+    (mean); converged: every seed converged;
+    lambdas: the L2 penalty chosen for each seed (on the held-out part of the training set).
+    """
+
+    arm: str
+    width: int
+    n: int
+    mean: float | None
+    std: float | None
+    train_loss: float | None
+    grad_norm: float | None
+    iterations: float | None
+    converged: bool | None
+    lambdas: list[float] = field(default_factory=list)
+
+
+@dataclass
+class WallRow:
+    """The wall table of ``ladder --readout both``: the AdamW protocol against the convex optimum, one arm and width.
+
+    Attributes: arm; width (units); seeds; best_acc, final_acc: the protocol's (%); convex_acc: the
+    convex optimum's (%); gap: ``convex_acc - best_acc`` (points); protocol_loss, convex_loss: training
+    loss (nats); loss_gap: ``protocol_loss - convex_loss``; grad_norm: at the optimum; converged.
+    """
+
+    arm: str
+    width: int
+    seeds: int | None
+    best_acc: float | None
+    final_acc: float | None
+    convex_acc: float | None
+    gap: float | None
+    protocol_loss: float | None
+    convex_loss: float | None
+    loss_gap: float | None
+    grad_norm: float | None
+    converged: bool | None
+
+
+@dataclass
 class Ladder:
     """A width ladder and its analysis.
 
@@ -182,11 +231,13 @@ class Ladder:
       rates: one ``ArmRate`` per arm (the rate used, its bracket).
       cells: one ``Cell`` per arm x width (arms in plan order, widths ascending).
       runs: every run record as a ``Run`` (kind ``run``; bracket runs included), sorted like
-        ``lazylab runs``.
+        ``lazylab runs`` (``stored`` None when read from a file).
       laws: the ``LadderLaw`` of each arm; movement: the ``MovementLaw`` of each trained arm;
       gaps: ``Gap`` per pair and width; exchange: ``ExchangeRow`` per trained arm and width;
       exchange_sentence: the exchange rate in one sentence; warnings: unstable runs and bracket
         edges, one line each.
+      convex, wall: ``ConvexCell`` per frozen arm x width and the ``WallRow`` table, from a
+        ``ladder --readout both`` file read by ``load`` (empty otherwise).
       analysis: the whole analysis dict (``experiments.laws.analyse_ladder``: also redundancy and
         learned scalars).
       source: where it came from (``memo at DIR`` or ``reference results ...``); provenance: the
@@ -213,6 +264,8 @@ class Ladder:
     source: str = ""
     provenance: dict | None = None
     notes: list[str] = field(default_factory=list)
+    convex: Rows = field(default_factory=Rows)
+    wall: Rows = field(default_factory=Rows)
 
     def cell(self, arm: str, width: int) -> Cell:
         """The cell of ``arm`` at ``width``. Raises: LazylabError if the ladder has none."""
@@ -234,14 +287,98 @@ class Ladder:
         return self.cells.to_dataframe()
 
 
+@dataclass
+class GramFrame:
+    """One frame of a ``lazylab gram`` file: the bank grown to ``width`` units.
+
+    Attributes: width (units m); block_contrast: mean within-class minus mean cross-class entry of the
+    normalised Gram (dimensionless); distance: ``||G_m - G_ref||_F`` to the reference bank's normalised
+    Gram; raw_distance: ``||K_m - K_ref||_F / ||K_ref||_F`` of the unnormalised ``K = Phi Phi^T / m``.
+    """
+
+    width: int
+    block_contrast: float | None
+    distance: float | None
+    raw_distance: float | None
+
+
+@dataclass
+class ReadoutPoint:
+    """One evaluation of a ``lazylab readout`` curve: ``width`` units, after ``step`` Adam steps; test_acc (%),
+    train_loss (nats, at the evaluated parameters)."""
+
+    width: int
+    step: int
+    test_acc: float | None
+    train_loss: float | None
+
+
+@dataclass
+class TrajectoryEpoch:
+    """One epoch of a ``lazylab trajectory`` arm (epoch 0: the initialisation).
+
+    Attributes: arm; epoch; accuracy: test accuracy (%); w_move_rel: relative movement of the bank from its
+    initialisation (dimensionless); travel_median, travel_max: the tracked prototypes' travel (median, max).
+    """
+
+    arm: str
+    epoch: int
+    accuracy: float | None
+    w_move_rel: float | None
+    travel_median: float | None
+    travel_max: float | None
+
+
+@dataclass
+class NtkCheck:
+    """One check of ``lazylab ntk scalar`` or ``ntk audit``: its measured ``value``, whether it ``passed`` and
+    whether it was ``expect``-ed to pass (a control is expected to fail)."""
+
+    name: str
+    value: float | None
+    passed: bool
+    expect: bool
+
+
+@dataclass
+class Result:
+    """A ``--json`` file of ``lazylab gram``, ``readout``, ``trajectory``, ``ntk scalar``/``ntk audit`` or a
+    ``ladder --readout convex`` file, read back by ``load``.
+
+    Attributes:
+      kind: ``gram``, ``readout``, ``trajectory``, ``ntk`` (``ntk scalar``), ``ntk-audit`` or ``convex``.
+      config: the configuration that produced it, as the file records it (gram: ``config``; readout:
+        the first curve's ``config`` without its width, plus ``widths``; trajectory and convex: ``plan``;
+        ntk: ``w0`` and ``dt``; ntk-audit: empty); the options' fields are checked against their
+        types and ranges.
+      rows: the measurements as typed rows: ``GramFrame`` per frame, ``ReadoutPoint`` per width x
+        evaluation, ``TrajectoryEpoch`` per arm x epoch, ``NtkCheck`` per check, ``ConvexCell`` per
+        arm x width.
+      data: the whole document, as written (fits, tables, pictures, ...).
+      source: the file read.
+    """
+
+    kind: str
+    config: dict
+    rows: Rows
+    data: dict | list = field(repr=False)
+    source: str = ""
+
+    def to_dataframe(self):
+        """``rows.to_dataframe()``."""
+        return self.rows.to_dataframe()
+
+
 # --------------------------------------------------------------------------- building a Ladder
 def _f(v) -> float | None:
     return None if v is None else float(v)
 
 
 def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = None,
-                         notes: list[str] | None = None, stored: dict[str, str] | None = None) -> Ladder:
-    """A ``Ladder`` from what ``lazylab ladder --json`` writes (plan, arms, runs, analysis)."""
+                         notes: list[str] | None = None, stored: dict[str, str] | None = None,
+                         where: str | None = None) -> Ladder:
+    """A ``Ladder`` from what ``lazylab ladder --json`` writes (plan, arms, runs, analysis; ``convex`` with
+    ``--readout both``); ``where`` names it in errors about its convex part [default: ``source``]."""
     from lazylab.runs import run_from_record, sort_key
 
     plan, analysis = payload["plan"], payload["analysis"]
@@ -289,7 +426,50 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
                   epochs=int(plan["epochs"]), train_size=int(plan["train_size"]), lr=_f(plan.get("lr")),
                   rates=rates, cells=cells, runs=runs, laws=laws, movement=movement, gaps=gaps, exchange=rows,
                   exchange_sentence=exchange.get("sentence", ""), warnings=list(analysis.get("warnings") or []),
-                  analysis=analysis, source=source, provenance=provenance, notes=list(notes or []))
+                  analysis=analysis, source=source, provenance=provenance, notes=list(notes or []),
+                  convex=_convex_cells(payload.get("convex"), where or source, "convex"),
+                  wall=_wall_rows(analysis.get("wall"), where or source))
+
+
+def _malformed(where: str, field_: str, exc: Exception) -> LazylabError:
+    return LazylabError(f"{where}: field {field_}: malformed ({type(exc).__name__}: {str(exc)[:80]})")
+
+
+def _convex_cells(convex: dict | None, where: str, at: str) -> Rows:
+    """``ConvexCell`` rows of a ladder file's ``convex`` part (``run_convex_ladder``), widths ascending."""
+    out = Rows()
+    if convex is None:
+        return out
+    try:
+        for arm, a in convex["arms"].items():
+            for w, c in sorted(a["cells"].items(), key=lambda kv: int(kv[0])):
+                out.append(ConvexCell(arm=arm, width=int(w), n=int(c["n"]), mean=_f(c.get("mean")), std=_f(c.get("std")),
+                                      train_loss=_f(c.get("train_loss")), grad_norm=_f(c.get("grad_norm")),
+                                      iterations=_f(c.get("iterations")),
+                                      converged=None if c.get("converged") is None else bool(c["converged"]),
+                                      lambdas=[float(v) for v in c.get("lambdas") or []]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _malformed(where, f"{at}.arms", exc) from None
+    return out
+
+
+def _wall_rows(wall: dict | None, where: str) -> Rows:
+    """``WallRow`` rows of ``analysis["wall"]`` (``experiments.convex.wall``), arms in file order, widths ascending."""
+    out = Rows()
+    if wall is None:
+        return out
+    try:
+        for arm, per in wall["arms"].items():
+            for w, r in sorted(per.items(), key=lambda kv: int(kv[0])):
+                out.append(WallRow(arm=arm, width=int(w), seeds=r.get("seeds"), best_acc=_f(r.get("best_acc")),
+                                   final_acc=_f(r.get("final_acc")), convex_acc=_f(r.get("convex_acc")),
+                                   gap=_f(r.get("gap")), protocol_loss=_f(r.get("protocol_loss")),
+                                   convex_loss=_f(r.get("convex_loss")), loss_gap=_f(r.get("loss_gap")),
+                                   grad_norm=_f(r.get("grad_norm")),
+                                   converged=None if r.get("converged") is None else bool(r["converged"])))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _malformed(where, "analysis.wall.arms", exc) from None
+    return out
 
 
 # --------------------------------------------------------------------------- the functions
@@ -407,26 +587,140 @@ def reference(path: str | Path | None = None) -> Ladder:
 
     Returns: Ladder (``source`` says ``reference results``; ``provenance`` set; run rows have no
       ``stored`` time).
-    Raises: LazylabError (one line) when the file is absent, unreadable or malformed.
+    Raises: LazylabError (one line) when the file is absent, unreadable or malformed; for a file that
+      is not a reference file (a ``lazylab ladder --json`` file, say) the line points to ``load``.
     """
     from lazylab.reference import load_reference, reference_path
 
-    doc = load_reference(path)
+    try:
+        doc = load_reference(path)
+    except LazylabError as exc:
+        if path is not None and "not a lazylab reference file" in str(exc):
+            raise LazylabError(f"{exc}; api.load(path) reads the --json files lazylab commands write") from None
+        raise
     prov = doc["provenance"]
     return _ladder_from_payload(doc["payload"], provenance=prov,
                                 source=f"reference results {path or reference_path()} (computed {prov['when']} "
                                        f"by {prov['code']}: {prov['where']})")
 
 
+LOAD_KINDS = ("ladder", "gram", "readout", "trajectory", "ntk")
+
+
+def load(path: str | Path) -> Ladder | Result:
+    """Read back a ``--json`` file written by the command line, checked like the options that wrote it.
+
+    What each file becomes:
+      * ``lazylab ladder --json`` (``--readout adamw`` or ``both``): a ``Ladder``, as ``ladder`` returns it
+        (``source`` names the file; run rows have no ``stored`` time); a ``--readout both`` file also fills
+        ``convex`` (``ConvexCell`` per frozen arm x width) and ``wall`` (``WallRow``). A reference file
+        (``lazylab/reference/paper.json``) is read as ``reference(path)`` does.
+      * ``lazylab ladder --readout convex --json``: a ``Result`` of kind ``convex`` (``ConvexCell`` rows:
+        test accuracy in %, loss in nats).
+      * ``lazylab gram --json``: ``Result`` kind ``gram``, one ``GramFrame`` per frame (widths in units).
+      * ``lazylab readout --json``: ``Result`` kind ``readout``, one ``ReadoutPoint`` per width x evaluation
+        (accuracy %, loss nats).
+      * ``lazylab trajectory --json``: ``Result`` kind ``trajectory``, one ``TrajectoryEpoch`` per arm x
+        epoch (epoch 0 the initialisation).
+      * ``lazylab ntk scalar --json``: ``Result`` kind ``ntk``, one ``NtkCheck`` per check (the table, one
+        column per quantity and one value per report time, in ``data["table"]``); ``ntk audit --json``:
+        kind ``ntk-audit``.
+    The file is read by the bounded reader (``lazylab.schemas.read_json``: a regular file, at most
+    ``MAX_FILE_BYTES``); a ladder is checked by ``lazylab.reference.check_payload``, the others by
+    the pydantic models of ``lazylab.schemas.results``. Nothing is computed and the memo is not read;
+    a plugin arm needs no installed unit.
+    Raises: LazylabError, one line naming the file (and the field, when one is wrong): missing,
+      unreadable, not a regular file, too large, not JSON, not a file lazylab writes (``ntk lab``,
+      ``ntk arm`` and ``redundancy`` files are not read back), a field missing, of the wrong type or
+      out of its option's range.
+    """
+    from lazylab.experiments.render.settings import json_kind
+    from lazylab.reference import KIND as REFERENCE_KIND
+    from lazylab.reference import check_payload
+    from lazylab.schemas import read_json, validate
+    from lazylab.schemas.results import RESULT_FILES
+
+    path = Path(path)
+    doc = read_json(path, "load:")
+    where = f"load: {path}"
+    if isinstance(doc, dict) and doc.get("kind") == REFERENCE_KIND:
+        return reference(path)
+    if isinstance(doc, list) and doc and all(isinstance(c, dict) and "passed" in c for c in doc):
+        from lazylab.schemas.results import NtkCheckDoc
+
+        what = f"{where} (`lazylab ntk audit --json` output)"
+        checks = [validate(NtkCheckDoc, c, f"{what}: check [{i}]") for i, c in enumerate(doc)]
+        return Result(kind="ntk-audit", config={}, rows=Rows(_ntk_checks(checks)), data=doc, source=str(path))
+    kind = json_kind(doc)
+    if kind is None and isinstance(doc, dict) and {"arms", "runs", "analysis"} & doc.keys():
+        kind = "ladder"  # a ladder file that lost its plan: the checker names what is missing
+    if kind is None:
+        raise LazylabError(f"{where}: not a --json file lazylab.api.load reads (the --json output of "
+                           f"{', '.join(LOAD_KINDS)}, or a ladder --readout convex file)")
+    if kind == "ladder":
+        plan = doc.get("plan")
+        if isinstance(plan, dict) and plan.get("readout") == "convex":
+            return _convex_result(doc, path, where)
+        what = f"{where} (`lazylab ladder --json` output)"
+        return _ladder_from_payload(check_payload(doc, what), source=f"ladder --json file {path}", where=what)
+    what = f"{where} (`lazylab {kind}{' scalar' * (kind == 'ntk')} --json` output)"
+    checked = validate(RESULT_FILES[kind], doc, what)
+    try:
+        if kind == "gram":
+            n = len(doc["widths"])
+            col = {k: doc.get(k) or [None] * n for k in ("block_contrast", "distance_to_reference",
+                                                          "raw_relative_distance")}
+            rows = Rows(GramFrame(width=int(w), block_contrast=_f(c), distance=_f(d), raw_distance=_f(r))
+                        for w, c, d, r in zip(doc["widths"], *col.values(), strict=True))
+            return Result(kind, doc["config"], rows, doc, str(path))
+        if kind == "readout":
+            rows = Rows()
+            for curve in doc["curves"]:
+                w = curve["config"]["width"]
+                loss = curve.get("train_loss") or [None] * len(curve["steps"])
+                rows.extend(ReadoutPoint(width=int(w), step=int(s), test_acc=_f(a), train_loss=_f(v))
+                            for s, a, v in zip(curve["steps"], curve["test_acc"], loss, strict=True))
+            first = {k: v for k, v in doc["curves"][0]["config"].items() if k != "width"}
+            return Result(kind, {**first, "widths": [c.config.width for c in checked.curves]}, rows, doc, str(path))
+        if kind == "trajectory":
+            rows = Rows()
+            for a in doc["arms"]:
+                r = a["record"]
+                rows.extend(TrajectoryEpoch(arm=a["arm"], epoch=int(e), accuracy=_f(acc), w_move_rel=_f(wm),
+                                            travel_median=_f(tm), travel_max=_f(tx))
+                            for e, acc, wm, tm, tx in zip(r["epochs"], r["accuracy"], r["w_move_rel"],
+                                                          r["travel_median"], r["travel_max"], strict=True))
+            return Result(kind, doc["plan"], rows, doc, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise _malformed(what, {"gram": "widths", "readout": "curves", "trajectory": "arms"}[kind], exc) from None
+    return Result("ntk", {"w0": checked.w0, "dt": checked.dt}, Rows(_ntk_checks(checked.checks)), doc, str(path))
+
+
+def _ntk_checks(checks) -> list[NtkCheck]:
+    return [NtkCheck(name=c.name, value=_f(c.value), passed=c.passed, expect=c.expect) for c in checks]
+
+
+def _convex_result(doc: dict, path: Path, where: str) -> Result:
+    """A ``ladder --readout convex`` file as a ``Result`` of ``ConvexCell`` rows."""
+    what = f"{where} (`lazylab ladder --readout convex --json` output)"
+    if not isinstance(doc.get("convex"), dict):
+        raise LazylabError(f"{what}: field convex: missing or not an object")
+    return Result("convex", doc["plan"], _convex_cells(doc["convex"], what, "convex"), doc, str(path))
+
+
 def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | None = None,
-         seed: Iterable[int] | int | None = None, kind: Iterable[str] | str | None = None, *,
+         seed: Iterable[int] | int | None = None, kind: Iterable[str] | str | None = "run", *,
          cache_dir: str | Path | None = None, any_code: bool = False) -> Rows:
-    """The memo's results as ``Run`` rows (``lazylab runs``; ``lazylab.runs.list_runs``).
+    """The memo's results of one kind as ``Run`` rows (``lazylab runs``; ``lazylab.runs.list_runs``).
 
     Args:
-      arm, width, seed, kind: keep only rows with one of these values (a single value or a list;
-        None: any). Kinds: ``lazylab.runs.KINDS`` (``run``, ``convex``, ``trajectory``, ``redundancy``,
-        ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``).
+      arm, width, seed: keep only rows with one of these values (a single value or a list; None: any).
+      kind: which kind of result [default: ``"run"``, the training runs: ladder cells and rate-bracket
+        runs, every one with a rate ``lr``]. Another of ``lazylab.runs.KINDS`` (``convex``, the convex
+        readouts, ``lr`` None and the lambda in ``detail``; ``trajectory``, ``redundancy``, ``gram``,
+        ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``), a list of
+        kinds, or None for every kind (rows of several kinds then share the columns, with None where a
+        kind has no such field, as ``lazylab runs`` lists them).
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       any_code: also results computed by other code identities (never reused).
     Returns: Rows of Run (a list), sorted by kind, arm, width, seed.

@@ -75,9 +75,11 @@ def test_run_rows_match_the_ladder_records(tiny):
 @pytest.mark.slow
 def test_filters_select_exactly_the_right_rows(tiny):
     lad, memo_dir, _ = tiny
-    every = api.runs(cache_dir=memo_dir)
+    every = api.runs(cache_dir=memo_dir, kind=None)  # None: every kind
     # 4 runs and the redundancy of the 2 banks (m = 256, seed 0, on all 512 images).
     assert sorted(r.kind for r in every) == ["redundancy"] * 2 + ["run"] * 4
+    # One kind per call by default: the training runs.
+    assert [r.key for r in api.runs(cache_dir=memo_dir)] == [r.key for r in every if r.kind == "run"]
     red = api.runs(kind="redundancy", cache_dir=memo_dir)
     assert len(red) == 2 and {r.width for r in red} == {256} and all(r.arm is None for r in red)
     assert {r.detail.split(",")[0] for r in red} == {"bank yat", "bank relu"}
@@ -177,7 +179,7 @@ def test_reference_ladder_is_the_shipped_file():
 def test_to_dataframe_shape_and_the_hint_without_pandas(tiny, monkeypatch):
     pd = pytest.importorskip("pandas")
     lad, memo_dir, _ = tiny
-    frame = api.runs(cache_dir=memo_dir).to_dataframe()
+    frame = api.runs(cache_dir=memo_dir, kind=None).to_dataframe()
     assert frame.shape == (6, len(FIELDS) + 1)  # the FIELDS and config
     assert list(frame.columns[: len(FIELDS)]) == list(FIELDS)
     cells = lad.to_dataframe()
