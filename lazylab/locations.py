@@ -98,6 +98,13 @@ def check_memo_dir(directory: str | os.PathLike) -> Path:
                 else "a socket" if stat.S_ISSOCK(mode) else "a device")
         raise LazylabError(f"the memo location {directory} is {kind}, not a folder; {hint}")
     try:
+        for name in MEMO_FILES:  # the index and its journals, where present, must be regular files (a FIFO hangs sqlite)
+            try:
+                db_mode = (directory / name).stat().st_mode
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(db_mode):
+                raise LazylabError(f"the memo location {directory} holds a {name} that is not a regular file; {hint}")
         if (directory / "cache.db").is_file():
             return directory
         names = os.listdir(directory)

@@ -104,7 +104,9 @@ def cal_home(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("field, value", [("step_a", "fast"), ("compile_s", None), ("head_b", math.nan),
-                                          ("feature_s", math.inf), ("step_a", -1.0), ("cores", 2.5)])
+                                          ("feature_s", math.inf), ("step_a", -1.0), ("cores", 2.5),
+                                          # within the first bounds, yet an estimate of 42,000 h; a forged line
+                                          ("step_b", 60.0), ("measured_at", "2026\nFAKE LINE \x1b[31m")])
 def test_a_bad_calibration_field_is_set_aside_and_measured_again(cal_home, tmp_path, capsys, field, value):
     """Issue 32: such a field made every --dry-run exit 1 and was never measured again; a negative one
     printed negative estimates. Now: exit 0, one note naming the file and the field, the file set

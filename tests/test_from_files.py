@@ -170,6 +170,22 @@ def test_a_readout_file_with_a_seed_past_32_bits_is_refused_and_nothing_is_store
     assert xr.with_json(xr.DEFAULT_SETTINGS, path).readout.seed == MAX_SEED
 
 
+def test_two_files_for_one_picture_are_refused_not_silently_dropped(place, capsys, tmp_path):
+    """Two gram files used to leave the first one out without a word; a gram and a readout file go together."""
+    doc = copy.deepcopy(place["docs"]["gram"])
+    doc["config"]["seed"] += 1
+    second = tmp_path / "gram2.json"
+    second.write_text(json.dumps(doc))
+    code, out, err, _ = invoke(capsys, ["render", "gifs", "--dry-run", "--from", place["files"]["gram"],
+                                        "--from", second, "--cache-dir", place["memo"], "--out", tmp_path / "o"])
+    assert_clean(code, err, "two gram files")
+    assert code == 2 and "names two gram files" in err and str(second) in err, err
+    code, out, err, _ = invoke(capsys, ["render", "gifs", "--dry-run", "--from", place["files"]["gram"],
+                                        "--from", place["files"]["readout"], "--cache-dir", place["memo"],
+                                        "--out", tmp_path / "o"])
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d["config"].update(max_units=8.5), "config.max_units"),
     (lambda d: d["config"].update(max_units="8"), "config.max_units"),

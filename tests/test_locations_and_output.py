@@ -103,10 +103,18 @@ def _bad_location(kind: str, root):
     if kind == "below a file":
         (root / "a-file").write_text("not a folder")
         return root / "a-file" / "memo", "Not a directory"
+    if kind == "cache.db a folder":  # `runs` called this memo empty while the others failed in sqlite
+        (root / "memo" / "cache.db").mkdir(parents=True)
+        return root / "memo", "cache.db that is not a regular file"
+    if kind == "cache.db a FIFO":
+        (root / "memo").mkdir()
+        os.mkfifo(root / "memo" / "cache.db")
+        return root / "memo", "cache.db that is not a regular file"
     raise AssertionError(kind)
 
 
-BAD_KINDS = ["regular file", "device", "FIFO", "foreign folder", "link loop", "below a file"]
+BAD_KINDS = ["regular file", "device", "FIFO", "foreign folder", "link loop", "below a file", "cache.db a folder",
+             "cache.db a FIFO"]
 COMMANDS = {"runs": ["runs"], "cache info": ["cache", "info"],
             "ladder --dry-run": ["ladder", "--preset", "quick", "--dry-run"],
             "data info": ["data", "info"]}  # the parsed data copy lives in the memo

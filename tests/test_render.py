@@ -434,7 +434,7 @@ def test_render_with_an_unknown_arm_or_two_ladders_is_refused(rendered, tmp_path
     other = tmp_path / "y.json"
     other.write_text(ladder.read_text())
     code, out, err = run(capsys, "render", "report", "--from", ladder, "--from", other, "--cache-dir", tmp_path / "m")
-    assert code == 2 and "names two ladders" in err
+    assert code == 2 and "names two ladder files" in err
 
 
 def test_an_explicit_render_ladder_takes_the_quick_presets_other_settings():

@@ -42,11 +42,16 @@ def _render_settings(preset=None, from_json=(), arms_=None, widths=None, seeds=N
     from lazylab.experiments.render import DEFAULT_SETTINGS, LadderSettings, with_json
 
     settings = DEFAULT_SETTINGS
+    named: dict[str, str] = {}  # picture -> the --from file that set it: a second one would silently win
     for path in from_json:
-        before = settings.ladder.source
+        before = settings
         settings = with_json(settings, path)  # a bad file is one line before anything is computed
-        if before is not None and settings.ladder.source != before:
-            raise click.UsageError(f"--from names two ladders ({before} and {path}); the report shows one of yours")
+        for part in ("ladder", "gram", "readout", "trajectory"):
+            if getattr(settings, part) != getattr(before, part):
+                if part in named:
+                    raise click.UsageError(f"--from names two {part} files ({named[part]} and {path}); "
+                                           f"the report shows one {part}")
+                named[part] = str(path)
     ladder_file = settings.ladder.source is not None
     explicit = [n for n, v in (("--arms", arms_), ("--widths", widths), ("--seeds", seeds), ("--epochs", epochs))
                 if v is not None]

@@ -25,18 +25,24 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from lazylab.limits import CALIBRATION_VERSION, MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
 from lazylab.schemas import STRICT
 
-# Bounds on a calibration's constants, far past any machine: the 2-core development machine
-# measured a step at 2e-4 s and a cold compilation at 1.6 s (docs/performance.md). A value past
-# them is a damaged file, and would turn every estimate into years.
-MAX_COST_S = 60.0  # seconds: one step, one unit's share of a step, one feature output
+# Bounds on a calibration's constants, about 1000 to 10,000 times the 2-core development machine's
+# (calibration.REFERENCE: a step 2.3e-4 s plus 6.2e-6 s per unit, a feature output 1.1e-8 s, a cold
+# compilation 1.6 s). A value past them is a damaged file, and would turn every estimate into years.
+MAX_COST_S = 1.0  # seconds: the fixed cost of one step (trained, or of the head alone)
+MAX_UNIT_COST_S = 0.01  # seconds: one unit's share of a step
+MAX_FEATURE_S = 1e-4  # seconds: one feature output (one image x one unit)
 MAX_COMPILE_S = 86400.0  # seconds: compiling one program
 MAX_LOAD = 1e6  # the 1-minute load average
 MAX_CORES = 2**20  # os.cpu_count()
 MAX_TEXT = 4096  # characters of a text field (code identity, time stamp, names)
 
-Cost = Annotated[float, Field(ge=0, le=MAX_COST_S)]  # 0 is measured: calibration clips differences at 0
+# 0 is measured: calibration clips differences at 0
+Cost = Annotated[float, Field(ge=0, le=MAX_COST_S)]
+UnitCost = Annotated[float, Field(ge=0, le=MAX_UNIT_COST_S)]
+FeatureCost = Annotated[float, Field(ge=0, le=MAX_FEATURE_S)]
 CompileS = Annotated[float, Field(ge=0, le=MAX_COMPILE_S)]
-Text = Annotated[str, Field(max_length=MAX_TEXT)]
+# No control characters: a newline or an escape sequence would forge lines on the terminal.
+Text = Annotated[str, Field(max_length=MAX_TEXT, pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 
 class CalibrationDoc(BaseModel):
@@ -44,10 +50,10 @@ class CalibrationDoc(BaseModel):
 
     model_config = STRICT
     step_a: Cost
-    step_b: Cost
+    step_b: UnitCost
     head_a: Cost
-    head_b: Cost
-    feature_s: Cost
+    head_b: UnitCost
+    feature_s: FeatureCost
     compile_s: CompileS
     warm_compile_s: CompileS
     frozen_compile_s: CompileS
