@@ -81,9 +81,11 @@ FROZEN_COST = 0.1  # a frozen run's time relative to a trained run of its width 
 
 
 def group_cost(arm, group: list) -> float:
-    """Rough relative cost of training ``group`` (runs of ``arm`` of one shape): width x epochs x images x runs."""
+    """Rough relative cost of training ``group`` (runs of ``arm`` of one shape): width x epochs x images x runs
+    (a convex readout, which has no epochs, counts as a frozen run of its width)."""
     cfg = group[0]
-    return cfg.width * cfg.epochs * cfg.train_size * len(group) * (1.0 if arm.trained else FROZEN_COST)
+    epochs = getattr(cfg, "epochs", 12)
+    return cfg.width * epochs * cfg.train_size * len(group) * (1.0 if arm.trained else FROZEN_COST)
 
 
 def ray_available() -> bool:
@@ -184,9 +186,10 @@ class RayBackend:
     def compute(self, ws, groups: list[tuple], reporter, train) -> Iterator[tuple[list, list[dict]]]:
         """Yield ``(group, records)`` for each ``(arm, group of RunConfig)`` as its task finishes (any order).
 
-        Each group runs ``train(ws, arm, group)`` (``experiments.train_runs``) in one task on a
-        ``WorkerWorkspace``; ``train`` must be a module-level function, which Ray sends by
-        reference (the worker imports it from its own lazylab).
+        Each group runs ``train(ws, arm, group)`` (``experiments.train_runs``, or
+        ``experiments.convex.convex_cells`` for convex readouts) in one task on a
+        ``WorkerWorkspace``; ``train`` and the group's config class must be module-level, which Ray
+        sends by reference (the worker imports them from its own lazylab).
         Tasks are submitted costliest first (``group_cost``), so the last tasks to
         finish are short ones and no worker idles long at the end.
         Raises: LazylabError (one line) for a worker whose data, plugin or lazylab differ
@@ -194,8 +197,8 @@ class RayBackend:
         """
         data_dir = str(ws.data_dir)
         for arm, group in sorted(groups, key=lambda ag: -group_cost(*ag)):
-            self._submit(_ray_train_runs, group, train, arm.name, arm.plugin, [c.canonical() for c in group],
-                         [c.key() for c in group], data_dir)
+            self._submit(_ray_train_runs, group, train, type(group[0]), arm.name, arm.plugin,
+                         [c.canonical() for c in group], [c.key() for c in group], data_dir)
         yield from self._as_done()
 
     def trajectories(self, ws, items: list, reporter, run) -> Iterator[tuple[int, dict, np.ndarray]]:
@@ -358,14 +361,16 @@ def _version_mismatch(what: str) -> str:
             "driver's; install the same lazylab version on every node")
 
 
-def _run_config(canonical: str, key: str | None):
-    """The driver's ``RunConfig`` rebuilt from its canonical JSON, refused unless it has the driver's ``key`` (if given)."""
+def _run_config(canonical: str, key: str | None, config_type=None):
+    """The driver's config (``config_type``, default ``RunConfig``) rebuilt from its canonical JSON, refused
+    unless it has the driver's ``key`` (if given)."""
     import json
 
     from lazylab.config import RunConfig
 
+    config_type = config_type or RunConfig
     try:
-        cfg = RunConfig(**json.loads(canonical))
+        cfg = config_type(**json.loads(canonical))
     except TypeError:  # a field this lazylab does not know
         raise LazylabError(_version_mismatch("run")) from None
     if key is not None and cfg.key() != key:
@@ -373,12 +378,12 @@ def _run_config(canonical: str, key: str | None):
     return cfg
 
 
-def _ray_train_runs(train, arm_name: str, plugin: str, canonicals: list[str], keys: list[str],
+def _ray_train_runs(train, config_type, arm_name: str, plugin: str, canonicals: list[str], keys: list[str],
                     driver_dir: str) -> list[dict]:
-    """Ray task: ``train(ws, arm, cfgs)`` (``experiments.train_runs``) of one group, on this worker's data; the
-    records go back to the driver."""
+    """Ray task: ``train(ws, arm, cfgs)`` (``experiments.train_runs``, ``experiments.convex.convex_cells``) of one
+    group of ``config_type`` configs, on this worker's data; the records go back to the driver."""
     arm, ws = _worker_setup(arm_name, plugin, driver_dir)
-    cfgs = [_run_config(c, k) for c, k in zip(canonicals, keys)]
+    cfgs = [_run_config(c, k, config_type) for c, k in zip(canonicals, keys)]
     for cfg in cfgs:
         ws.check(cfg.data)
     return train(ws, arm, cfgs)

@@ -65,11 +65,23 @@ GIF_FRAME_S = 0.12
 RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0}  # beyond COMMAND_S, from a full memo
 NTK_RUN_S = 0.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
-# A convex readout cell (three lambdas and the refit, features apart), seconds per unit of width:
-# 0.1-0.8 s x m measured at seed 0 on the 2-core machine (docs/results.md, "Where is the wall?");
-# data-seeded Yat banks run their solves to the iteration cap, 3-5 times longer.
-CONVEX_S_PER_UNIT = 0.3
-CONVEX_DATA_FACTOR = 4.0
+# A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
+# factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
+# (the two products), measured on the 2-core machine (bench/convex.py, docs/performance.md, "The convex
+# readout"). Evaluations per solve grow with width on the random banks (the frontier's records: yat-frozen
+# 46-200, relu-frozen 49-573, gaussian-frozen 163-379 at m = 16-1024), about 60 (m/16)^0.45; the
+# data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
+CONVEX_SETUP_S = 0.5
+CONVEX_COV_S = 1.0e-11
+CONVEX_FACTOR_S = 2.0e-11
+CONVEX_EVAL_IMAGE_S = 2.5e-7
+CONVEX_EVAL_S = 1.4e-9
+CONVEX_DATA_EVALUATIONS = 1070
+
+
+def convex_evaluations(width: int, data_seeded: bool) -> float:
+    """Evaluations one convex solve is priced at (see ``CONVEX_DATA_EVALUATIONS``)."""
+    return CONVEX_DATA_EVALUATIONS if data_seeded else min(60.0 * (width / 16) ** 0.45, CONVEX_DATA_EVALUATIONS)
 
 
 # ------------------------------------------------------------------ the cost model
@@ -297,24 +309,51 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
-def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
-    """``run_convex_ladder``'s cells: every frozen arm x width x seed, the bank's features plus a solve priced
-    at ``CONVEX_S_PER_UNIT`` per unit (crude)."""
-    from lazylab.experiments.convex import LAMBDAS, convex_config
+def convex_solve_s(width: int, rows: int, evaluations: float) -> float:
+    """Seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
+    preconditioner (covariance of ``min(rows, max(16384, 2 m))`` rows, Cholesky and its inverse), then
+    ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix."""
+    cov_rows = min(rows, max(16384, 2 * width))
+    return (CONVEX_SETUP_S + CONVEX_COV_S * cov_rows * width ** 2 + CONVEX_FACTOR_S * width ** 3
+            + evaluations * rows * (CONVEX_EVAL_IMAGE_S + CONVEX_EVAL_S * width))
 
-    rows, seconds = [], 0.0
+
+def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
+    """``run_convex_ladder``'s jobs: per frozen arm the choice of lambda (at m = 256, seed 0: the bank's
+    features, one solve per lambda on the fitting images), then every width x seed (the bank's features and
+    one solve on every image). Solves are priced at ``convex_evaluations`` evaluations."""
+    from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config
+
+    rows, seconds, pending = [], 0.0, []
     for arm in (a for a in plan.arms if not a.trained):
+        data_seeded = arm.unit.name == "yat" and arm.init == "data"  # its units spike at their seed images
+        lcfg = lambda_config(ws, arm, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
+        choice = ws.memo.get_record(lcfg.key())
+        lam = choice.get("lambda") if isinstance(choice, dict) else None
+        row = _row("convex-lambda", arm.name, lcfg.width, lcfg.seed, None, lcfg.key(), lam is not None)
+        if lam is None:
+            pending.append(arm.name)
+            fit = plan.train_size - lcfg.holdout
+            s = pricer.bank_s((arm.name, lcfg.width, lcfg.seed, plan.train_size, plan.fan_in), lcfg.width,
+                              plan.train_size)
+            s += len(lcfg.lambdas) * convex_solve_s(lcfg.width, fit, convex_evaluations(lcfg.width, data_seeded))
+            row["seconds"] = round(s, 3)
+            seconds += s
+        rows.append(row)
         for width in plan.widths:
             for seed in plan.seeds:
-                cfg = convex_config(ws, arm, width, seed, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
-                row = _row("convex", arm.name, width, seed, None, cfg.key(), cfg.key() in ws.memo)
-                if not row["in_memo"]:
+                cfg = convex_config(ws, arm, width, seed, lam or 0.0, plan.train_size, plan.fan_in)
+                stored = lam is not None and cfg.key() in ws.memo
+                row = _row("convex", arm.name, width, seed, None, cfg.key() if lam is not None else None, stored)
+                if not stored:
                     s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                    s += CONVEX_S_PER_UNIT * width * (CONVEX_DATA_FACTOR if arm.init == "data" else 1.0)
+                    s += convex_solve_s(width, plan.train_size, convex_evaluations(width, data_seeded))
                     row["seconds"] = round(s, 3)
                     seconds += s
                 rows.append(row)
-    return rows, seconds, ["convex readouts: crude (a fixed time per unit of width; iterations vary 3-50x)"] if rows else []
+    notes = [f"{', '.join(pending)}: convex lambda not chosen yet, so every convex readout counts as to compute"] \
+        if pending else []
+    return rows, seconds, notes
 
 
 def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:

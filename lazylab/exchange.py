@@ -195,3 +195,151 @@ def exchange_sentence(rows: Sequence[dict], sweep: Sequence[int]) -> str:
                 f"would: its floor is {100 - r['floor_acc']:.1f} % error, at or above their "
                 f"{100 - r['trained_acc']:.1f} %{tail}.")
     return f"{who}: no exchange rate to a frozen {unit} bank ({r.get('why') or r['text']})."
+
+
+# ------------------------------------------------------------------ the answer at the optimum
+BOOTSTRAP_DRAWS = 2000
+BOOTSTRAP_LEVEL = 0.95
+EXTRAPOLATION_BOUND = 4  # a width the law puts beyond 4 x the widest bank is shown as a bound, not a number
+
+
+def crossing(widths: Sequence[float], means: Sequence[float | None], target: float) -> float:
+    """The measured width at which a frozen curve first reaches ``target`` (%), linear in ``log m``.
+
+    Returns: the interpolated width (``exchange_rate``'s "interpolated" rule); ``0.0`` when the smallest
+    width already reaches it (below the sweep); ``inf`` when no width does (beyond the sweep).
+    """
+    m, acc = finite_pairs(widths, means)
+    reached = np.nonzero(acc >= target)[0]
+    if len(reached) == 0:
+        return math.inf
+    i = int(reached[0])
+    if i == 0:
+        return 0.0
+    m0, m1, a0, a1 = m[i - 1], m[i], acc[i - 1], acc[i]
+    return math.exp(math.log(m0) + (target - a0) / (a1 - a0) * (math.log(m1) - math.log(m0)))
+
+
+def seed_interval(widths: Sequence[int], frozen: dict, trained: Sequence[float], draws: int = BOOTSTRAP_DRAWS,
+                  level: float = BOOTSTRAP_LEVEL, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap interval over seeds (Efron & Tibshirani 1993, ch. 13) for ``crossing``.
+
+    Each draw resamples, with replacement, the trained arm's per-seed accuracies and, independently at
+    each width (each width's banks are independent draws), the frozen arm's per-seed accuracies; the
+    crossing of the resampled frozen means at the resampled trained mean is one sample.
+
+    Args:
+      widths: the frozen widths; frozen: ``{width: [accuracy % per seed]}``; trained: accuracies (%) per seed.
+      draws, level: bootstrap draws and the interval's coverage; seed: the resampling generator's seed.
+    Returns: ``(low, high)`` widths: ``0.0`` means below the sweep, ``inf`` beyond it.
+    """
+    rng = np.random.default_rng(seed)
+    trained = np.asarray([t for t in trained if t is not None], float)
+    cols = [np.asarray([a for a in frozen.get(w, []) if a is not None], float) for w in widths]
+    samples = np.empty(draws)
+    for k in range(draws):
+        target = rng.choice(trained, len(trained)).mean()
+        means = [c[rng.integers(0, len(c), len(c))].mean() if len(c) else None for c in cols]
+        samples[k] = crossing(widths, means, target)
+    tail = (1.0 - level) / 2
+    return float(np.quantile(samples, tail, method="lower")), float(np.quantile(samples, 1 - tail, method="higher"))
+
+
+def format_match(width: float, low: float | None = None, high: float | None = None, sweep: Sequence[int] = ()) -> str:
+    """A matching width with its interval: ``"812 (640-1,100)"``, ``"<= 16"``, ``"> 8192"``, ``"812 (640 - > 8192)"``."""
+    top, bottom = (max(sweep), min(sweep)) if sweep else (None, None)
+
+    def one(w):
+        if w == 0.0:
+            return f"<= {bottom}"
+        if math.isinf(w):
+            return f"> {top}"
+        return format_width(w)
+
+    text = one(width)
+    if low is not None and high is not None and not (math.isinf(width) and math.isinf(low)):
+        text += f" ({one(low)} - {one(high)})" if low != high or math.isinf(low) else ""
+    return text
+
+
+def answer_rows(trained: dict, frozen: dict, pairs: dict, widths: Sequence[int]) -> list[dict]:
+    """The answer at the optimum: per trained arm and width, the matching frozen width of the same unit's convex
+    readout and the cheapest frozen bank of any unit's convex readout, each with a seed interval.
+
+    Measured only: the crossing of the frozen curve of per-width mean test accuracy (``crossing``), so a
+    match beyond the sweep is a bound (``> 8192``), never a number read off a law.
+
+    Args:
+      trained: ``{trained arm: {width: [best_acc % per seed]}}`` (the protocol's accuracy: that arm trains
+        its bank end to end); frozen: ``{frozen arm: {width: [convex test_acc % per seed]}}``;
+      pairs: ``{trained arm: frozen arm of the same unit and init}``; widths: the frozen widths swept.
+    Returns: per trained arm (in ``trained``'s order) and width, ``{"trained", "width", "trained_acc",
+      "same": {"frozen", "width", "interval", "text"} | None, "cheapest": {...} | None}``; a matching width
+      and each end of its interval is a number of units, ``"below"`` (the smallest bank already matches)
+      or ``"beyond"`` (no bank of the sweep does); ``cheapest`` is None when no unit matches in the sweep.
+    """
+    def plain(w: float):
+        return "below" if w == 0.0 else "beyond" if math.isinf(w) else w
+
+    rows = []
+    for arm, per_width in trained.items():
+        for w in sorted(per_width):
+            accs = [a for a in per_width[w] if a is not None]
+            if not accs:
+                continue
+            target = float(np.mean(accs))
+            matches = {}
+            for f, curve in frozen.items():
+                means = [float(np.mean(curve[x])) if curve.get(x) else None for x in widths]
+                point = crossing(widths, means, target)
+                low, high = seed_interval(widths, curve, accs)
+                matches[f] = (point, {"frozen": f, "width": plain(point), "interval": [plain(low), plain(high)],
+                                      "text": format_match(point, low, high, widths)})
+            same = matches.get(pairs.get(arm))
+            cheapest = min(matches.values(), key=lambda pm: (pm[0], pm[1]["frozen"]), default=None)
+            rows.append({"trained": arm, "width": int(w), "trained_acc": target, "same": same and same[1],
+                         "cheapest": None if cheapest is None or math.isinf(cheapest[0]) else cheapest[1]})
+    return rows
+
+
+def protocol_words(protocol: dict, sweep: Sequence[int]) -> str:
+    """An ``exchange_rate`` row in words, measured before extrapolated: ``"about 812 units"``, ``"about 1257 units
+    by its ladder law, beyond the sweep (1.2 x the widest bank)"``, a bound beyond ``EXTRAPOLATION_BOUND`` x the
+    widest bank, or why there is none."""
+    top = max(sweep)
+    width = protocol.get("frozen_width")
+    if protocol["method"] == "interpolated":
+        return f"about {format_width(width)} units"
+    if protocol["method"] == "extrapolated" and width is not None and not protocol.get("below"):
+        if width > EXTRAPOLATION_BOUND * top:
+            return f"none in the sweep (up to {top}); its ladder law puts the match beyond {EXTRAPOLATION_BOUND * top} units"
+        return (f"none in the sweep (up to {top}); its ladder law, read beyond the sweep, says about "
+                f"{format_width(width)} units ({width / top:.2g} x the widest bank)")
+    if protocol["method"] == "never":
+        return f"none, by its ladder law ({protocol['text']})"
+    return protocol["text"]
+
+
+def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epochs: int | None = None) -> str:
+    """The study's answer in words for one trained arm and width (an ``answer_rows`` row), optimum first.
+
+    ``protocol`` is the same pair's ``exchange_rate`` row (the protocol's readout, ``epochs`` of AdamW), or None.
+    """
+    unit = row["trained"].rsplit("-", 1)[0]
+    who = f"{row['width']} trained {unit} units ({row['trained_acc']:.1f} %)"
+    best, same = row["cheapest"], row["same"]
+    interval = any(m is not None and "(" in m["text"] for m in (best, same))
+    parts = []
+    if best is not None:
+        parts.append(f"about {best['text']} frozen {best['frozen'].rsplit('-', 1)[0]} units")
+    if same is not None and (best is None or same["frozen"] != best["frozen"]):
+        parts.append(f"{same['text']} frozen {same['frozen'].rsplit('-', 1)[0]} units")
+    if not parts:
+        text = f"{who}: no frozen bank in the sweep (up to {max(sweep)}) matches them, even read out at the optimum"
+    else:
+        text = f"{who} = " + " or ".join(parts) + " read out at the optimum" + \
+            (" (95 % seed interval in brackets)" if interval else " (one seed: no interval)")
+    if protocol is not None:
+        readout = f"{epochs}-epoch AdamW readout" if epochs else "AdamW readout"
+        text += f"; with the protocol's {readout}, frozen {unit} units needed: {protocol_words(protocol, sweep)}"
+    return text + "."

@@ -38,6 +38,7 @@ from lazylab.errors import LazylabError
 KIND_OF = {
     ("run", None): "run",
     ("convex", None): "convex",
+    ("convex-lambda", None): "convex-lambda",
     ("traj", None): "trajectory",
     ("redundancy", None): "redundancy",
     ("gram", "summary"): "gram",
@@ -51,7 +52,7 @@ KIND_OF = {
 KINDS = tuple(KIND_OF.values())
 FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_acc", "final_acc", "seconds",
           "code", "key", "stored", "detail")
-_KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
+_KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train|-lambda)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
 
 
 @dataclass
@@ -60,7 +61,8 @@ class Run:
 
     Attributes:
       kind: one of ``KINDS``: ``run`` (a training run: ladder cell or rate-bracket run),
-        ``convex`` (the convex readout of a frozen bank), ``trajectory``, ``redundancy``,
+        ``convex`` (the convex readout of a frozen bank), ``convex-lambda`` (an arm's choice of the
+        convex readout's penalty), ``trajectory``, ``redundancy``,
         ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``.
       arm: arm name (``yat-frozen``), None for kinds without one (redundancy measures a bank:
         see ``detail``; gram and readout entries do not store their configuration).
@@ -189,6 +191,11 @@ def _fill(run: Run, rec: dict) -> None:
         run.detail = (f"lambda {lam:g}" if lam is not None else "") + \
             (f", {rec['iterations']} iterations" if _int(rec.get("iterations")) is not None else "") + \
             ("" if rec.get("converged", True) else ", not converged")
+    elif kind == "convex-lambda":
+        _from_config(run, rec.get("config"))
+        sel = rec.get("selection") if isinstance(rec.get("selection"), dict) else {}
+        run.detail = f"lambda {rec.get('lambda')} chosen on held-out images: " + \
+            ", ".join(f"{k} {v:.2f} %" for k, v in sel.items())
     elif kind == "trajectory":
         _from_config(run, rec.get("config"))
         acc = rec.get("accuracy") or []

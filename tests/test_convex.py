@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from lazylab.arms import get_arm
 from lazylab.experiments import Workspace
-from lazylab.experiments.convex import ConvexConfig, convex_readout, solve
+from lazylab.experiments.convex import ConvexConfig, LambdaConfig, choose_lambda, convex_readout, solve
 from lazylab.model import build_model, features
 
 
@@ -46,7 +46,7 @@ def test_optimum_matches_scikit_learn(relu_features, lam):
     theirs = _objective(F, y, sk.coef_.T, sk.intercept_, lam)
     assert abs(mine - theirs) < 1e-3, (mine, theirs)
     assert mine < _objective(F, y, np.zeros((32, 10)), np.zeros(10), lam) - 0.5  # it moved far from the start
-    assert ours["stop"] in ("gradient", "objective")
+    assert ours["stop"] in ("gradient", "objective", "line_search")  # not the iteration cap
     assert abs(ours["objective"] - mine) < 1e-4  # the value it reports is the objective it minimised
 
 
@@ -59,17 +59,31 @@ def test_warm_start_reaches_the_same_optimum(relu_features):
 
 
 @pytest.mark.slow
-def test_lambda_is_chosen_without_the_test_set(relu_features):
-    """The choice and the fit read only the training images: other test labels change only test_acc."""
+def test_lambda_is_chosen_on_held_out_training_images(relu_features):
+    """The choice reads the training images only (it takes no test set): the grid's fits see the first
+    5/6, their accuracies are those on the last 1/6, and the best wins (ties: the larger lambda)."""
+    F, y, _, _ = relu_features
+    cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lambdas=(1e-1, 1e-3, 1e-5), holdout=len(y) // 6)
+    a = choose_lambda(F, y, cfg)
+    assert a["lambda"] == max(cfg.lambdas, key=lambda lam: (a["selection"][repr(lam)], lam))
+    assert len(set(a["selection"].values())) > 1 and all(40 < v < 95 for v in a["selection"].values())
+    shuffled = y.copy()
+    shuffled[-cfg.holdout:] = (shuffled[-cfg.holdout:] + 1) % 10  # wrong held-out labels: chance-level scores
+    b = choose_lambda(F, shuffled, cfg)
+    assert all(v < 20 for v in b["selection"].values())
+    assert b["selection_iterations"] == a["selection_iterations"]  # the fits never read the held-out images
+
+
+@pytest.mark.slow
+def test_the_fit_never_reads_the_test_labels(relu_features):
     F, y, Ft, yt = relu_features
-    cfg = ConvexConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), lambdas=(1e-1, 1e-3, 1e-5),
-                       holdout=len(y) // 6)
+    cfg = ConvexConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lam=1e-3)
     a = convex_readout(F, y, Ft, yt, cfg)
     b = convex_readout(F, y, Ft, (yt + 1) % 10, cfg)
-    assert a["lambda"] == b["lambda"] and a["selection"] == b["selection"] and a["train_loss"] == b["train_loss"]
-    assert a["test_acc"] != b["test_acc"]
-    assert a["lambda"] == max(cfg.lambdas, key=lambda lam: (a["selection"][repr(lam)], lam))
-    assert 50 < a["test_acc"] < 95
+    assert (a["train_loss"], a["objective"], a["iterations"]) == (b["train_loss"], b["objective"], b["iterations"])
+    assert a["test_acc"] != b["test_acc"] and 50 < a["test_acc"] < 95 and a["lambda"] == 1e-3
 
 
 TINY = ["--train-size", "1536", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -90,11 +104,13 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
         assert r["convex_loss"] < r["protocol_loss"] and r["loss_gap"] > 0
         assert r["convex_acc"] == pytest.approx(r["best_acc"] + r["gap"])
     runs = payload["convex"]["runs"]
-    assert len(runs) == 2 and all(set(r["selection"]) == {"0.001", "1e-05"} for r in runs)
+    (choice,) = payload["convex"]["choices"]
+    assert set(choice["selection"]) == {"0.001", "1e-05"} and choice["config"]["width"] == 256
+    assert len(runs) == 2 and all(r["lambda"] == choice["lambda"] for r in runs)
     again = run(capsys, *argv)
-    assert "convex readouts: 2 computed, 0 from the memo" in out
+    assert "convex readouts: 3 computed, 0 from the memo" in out  # the lambda choice, then the two cells
     assert again[0] == 0 and "0 computed, 4 from the memo" in again[1]
-    assert "convex readouts: 0 computed, 2 from the memo" in again[1]
+    assert "convex readouts: 0 computed, 3 from the memo" in again[1]
     assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
 
 

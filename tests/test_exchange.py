@@ -195,7 +195,9 @@ def test_ladder_reports_exchange_rates_and_unstable_runs(capsys, memo_dir, tmp_p
             assert an.power_law(r["frozen_width"], law["floor"], law["c"], law["alpha"]) == pytest.approx(100 - acc)
         else:
             assert r["method"] == "never" and max(frozen.values()) < acc and law["floor"] >= 100 - acc
-        assert f"{r['width']} │ {acc:.2f} │ yat-frozen" in " ".join(out.split())
+        # the table shows each trained arm at its smallest width; the rest fold into --json and the report
+        assert (f"{r['width']} │ {acc:.2f} │ yat-frozen" in " ".join(out.split())) == (r["width"] == 8)
+    assert "2 more rows (every trained width)" in " ".join(out.split())
     assert ex["sentence"].startswith(f"8 trained yat units ({rows[0]['trained_acc']:.1f} %)")
     assert ex["sentence"] in out
     # Every run record carries "unstable"; cells count it; the table and the CSV show it.
@@ -291,3 +293,47 @@ def test_exchange_table_on_a_trained_arm_without_accuracy():
     ex = exchange_table(LadderResult({"widths": [16, 64, 256], "seeds": [0]}, [frozen, trained], []), arms,
                         {"yat-frozen": law})
     assert ex["sentence"].startswith("yat-trained has no accuracy at any width")
+
+
+# ------------------------------------------------------------------ the answer at the optimum (mechanics)
+def test_crossing_interpolates_in_log_m_and_marks_the_sweep_ends():
+    from lazylab.exchange import crossing
+
+    widths = [16, 64, 256]
+    assert crossing(widths, [70.0, 80.0, 90.0], 85.0) == pytest.approx(128.0)  # halfway in log m between 64 and 256
+    assert crossing(widths, [70.0, None, 90.0], 80.0) == pytest.approx(64.0)  # a missing mean is skipped
+    assert crossing(widths, [70.0, 80.0, 90.0], 60.0) == 0.0  # the smallest bank already matches
+    assert crossing(widths, [70.0, 80.0, 90.0], 95.0) == float("inf")  # no bank of the sweep does
+
+
+def test_seed_interval_brackets_the_point_and_collapses_without_spread():
+    from lazylab.exchange import crossing, seed_interval
+
+    widths = [16, 64, 256]
+    flat = {16: [70.0] * 3, 64: [80.0] * 3, 256: [90.0] * 3}
+    point = crossing(widths, [70.0, 80.0, 90.0], 85.0)
+    assert seed_interval(widths, flat, [85.0, 85.0, 85.0]) == (pytest.approx(point), pytest.approx(point))
+    noisy = {16: [69.0, 70.0, 71.0], 64: [79.0, 80.0, 81.0], 256: [89.0, 90.0, 91.0]}
+    low, high = seed_interval(widths, noisy, [84.0, 85.0, 86.0])
+    assert low < point < high and 64 < low and high < 256
+    # a trained accuracy the widest bank reaches in only some resamples: the interval is open above
+    low, high = seed_interval(widths, noisy, [89.0, 90.0, 91.0])
+    assert high == float("inf") and 64 < low < 256
+
+
+def test_answer_rows_pick_the_same_unit_and_the_cheapest_bank():
+    from lazylab.exchange import answer_rows, answer_sentence
+
+    widths = [16, 64, 256]
+    frozen = {"yat-frozen": {16: [60.0], 64: [75.0], 256: [84.0]},
+              "gaussian-frozen": {16: [70.0], 64: [82.0], 256: [87.0]},
+              "relu-frozen": {16: [50.0], 64: [60.0], 256: [70.0]}}
+    rows = answer_rows({"yat-trained": {16: [82.0], 64: [90.0]}}, frozen, {"yat-trained": "yat-frozen"}, widths)
+    first, second = rows
+    assert first["same"]["frozen"] == "yat-frozen" and 64 < first["same"]["width"] < 256
+    assert first["cheapest"]["frozen"] == "gaussian-frozen" and first["cheapest"]["width"] == pytest.approx(64.0)
+    assert second["same"]["width"] == "beyond" and second["cheapest"] is None  # 90 % is beyond every bank
+    protocol = {"method": "never", "text": "never (floor 14.2 % err >= 14.0 %)", "frozen_width": None}
+    text = answer_sentence(first, protocol, widths, epochs=12)
+    assert text.startswith("16 trained yat units (82.0 %) = about 64 frozen gaussian units or ")
+    assert "one seed: no interval" in text and "12-epoch AdamW readout" in text and "never (floor" in text

@@ -134,6 +134,26 @@ def test_second_ray_ladder_recomputes_nothing(ladders, capsys):
     assert "; 0 Ray tasks on a local Ray instance" in out
 
 
+CONVEX = ["ladder", "--arms", "relu-frozen", "--widths", "8,16", "--seeds", "0,1", "--train-size", "2048",
+          "--readout", "convex", "--lambdas", "1e-3,1e-5"]
+
+
+@pytest.mark.slow
+def test_ray_convex_readouts_equal_the_local_ones(ladders, capsys):
+    """Convex cells are backend jobs too: through Ray (4 tasks) they equal the local ones bit for bit."""
+    _, memos, _ = ladders
+    docs = {}
+    for name, extra in (("local", []), ("ray", ["--backend", "ray"])):
+        path = memos[name].parent / f"convex-{name}.json"
+        code, out, err = run(capsys, *CONVEX, *extra, "--cache-dir", memos[name], "--json", path)
+        assert code == 0, err
+        assert "convex readouts: 5 computed, 0 from the memo" in out  # the lambda choice and 4 cells
+        docs[name] = json.loads(path.read_text())["convex"]
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in docs["local"]["runs"]]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in docs["ray"]["runs"]]
+    assert len(strip) == 4 and all(25 < r["test_acc"] < 90 for r in strip)  # m = 8 and 16 on 2,048 images
+
+
 @pytest.mark.slow
 def test_tasks_get_the_jax_settings(ray_instance, monkeypatch):
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".25")

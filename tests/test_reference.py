@@ -72,6 +72,54 @@ def check_reference(doc: dict) -> None:
     assert len(runs) == expected
     law = p["analysis"]["ladder_law"]
     assert set(law) == set(plan["arms"])
+    if "convex" in p:
+        _check_convex(p)
+
+
+def _check_convex(p: dict) -> None:
+    """The convex part (``run_convex_ladder``) agrees with its own records: each arm's lambda is what its choice's
+    held-out accuracies pick, every cell is fitted at it, the cell means and the wall are the records' means,
+    and the answer is what ``answer_rows`` computes from the records."""
+    from lazylab.exchange import answer_rows
+
+    plan, c = p["plan"], p["convex"]
+    widths = (c.get("partial") or {}).get("widths") or plan["widths"]
+    choices = {ch["config"]["arm"]: ch for ch in c["choices"]}
+    assert set(choices) == set(c["arms"])
+    for arm, a in c["arms"].items():
+        ch = choices[arm]
+        grid = ch["config"]["lambdas"]
+        assert ch["lambda"] == a["lambda"] == max(grid, key=lambda lam: (ch["selection"][repr(lam)], lam)), arm
+        assert ch["config"]["width"] == c["lambda_width"] and set(ch["selection"]) == {repr(v) for v in grid}
+        for w in widths:
+            mine = [r for r in c["runs"] if r["config"]["arm"] == arm and r["config"]["width"] == w]
+            assert sorted(r["config"]["seed"] for r in mine) == sorted(plan["seeds"]), (arm, w)
+            assert all(r["lambda"] == r["config"]["lam"] == a["lambda"] and r["stop"] and r["grad_norm"] >= 0
+                       and r["config"]["train_size"] == plan["train_size"] and r["config"]["data"] == plan["data"]
+                       for r in mine)
+            cell = a["cells"][str(w)]
+            assert cell["n"] == len(mine)
+            assert math.isclose(cell["mean"], float(np.mean([r["test_acc"] for r in mine])), abs_tol=1e-9), (arm, w)
+            row = p["analysis"]["wall"]["arms"][arm][str(w)]
+            assert math.isclose(row["convex_acc"], cell["mean"], abs_tol=1e-9)
+    assert len(c["runs"]) == len(c["arms"]) * len(widths) * len(plan["seeds"])
+    frozen: dict = {}
+    for r in c["runs"]:
+        frozen.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
+    rates = {a["arm"]: a["lr"] for a in p["arms"]}
+    trained = {}
+    for arm in dict.fromkeys(r["trained"] for r in p["analysis"]["answer"]["rows"]):  # in the answer's order
+        per: dict = {}
+        for r in p["runs"]:
+            cfg = r["config"]
+            if cfg["arm"] == arm and cfg["lr"] == rates[arm] and cfg["width"] in plan["widths"] \
+                    and cfg["seed"] in plan["seeds"] and r["best_acc"] is not None:
+                per.setdefault(cfg["width"], []).append(r["best_acc"])
+        trained[arm] = per
+    pairs = {r["trained"]: r["frozen"] for r in p["analysis"]["exchange"]["rows"]}
+    expected = answer_rows(trained, frozen, pairs, widths)
+    got = [{k: v for k, v in r.items() if k != "protocol"} for r in p["analysis"]["answer"]["rows"]]
+    assert got == json.loads(json.dumps(expected))
 
 
 def _check_bracket(a: dict, plan: dict, runs: list[dict]) -> int:
@@ -130,10 +178,15 @@ def tiny(tmp_path_factory):
     """A tiny real ladder in a fresh memo, and its reference document."""
     from lazylab.experiments.ladder import run_ladder
 
+    import dataclasses
+
+    from lazylab.experiments.convex import run_convex_ladder
+
     memo = tmp_path_factory.mktemp("refmemo")
     ws = Workspace(cache_dir=memo)
     plan = xr._plan(None, TINY_PLAN)
     run_ladder(ws, plan)
+    run_convex_ladder(ws, dataclasses.replace(plan, arms=tuple(a for a in plan.arms if not a.trained)))
     doc = build_reference(ws, plan, "tiny", where="test machine", when="2026-01-02")
     path = tmp_path_factory.mktemp("ref") / "tiny.json"
     path.write_text(dump_reference(doc))
@@ -143,6 +196,7 @@ def tiny(tmp_path_factory):
 def test_an_exported_reference_reads_back_and_agrees_with_its_records(tiny):
     doc = load_reference(tiny["path"])
     assert doc == json.loads(json.dumps(tiny["doc"]))
+    assert len(doc["payload"]["convex"]["runs"]) == 2 and doc["payload"]["analysis"]["answer"]["rows"]
     check_reference(doc)
     assert len(doc["payload"]["runs"]) == 4 + 4 + 3 and doc["provenance"]["when"] == "2026-01-02"
     assert doc["provenance"]["command"] == "lazylab ladder --preset tiny"

@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -166,14 +166,16 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if readout == "both":
         import dataclasses
 
-        from lazylab.experiments.convex import wall
+        from lazylab.experiments.convex import answer, wall
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report)
         payload["convex"] = convex
         payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
-        for part in wall_tables(payload["analysis"]["wall"]):
-            out.print(part)
+        payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
+        for part in wall_tables(payload["analysis"]["wall"]) + answer_parts(payload["analysis"]["answer"],
+                                                                                  list(plan.widths)):
+            out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
     write_json(json_path, payload)
     if csv_path is None and json_path is not None and str(json_path) != "-":
         csv_path = json_path.with_suffix(".csv")

@@ -198,7 +198,11 @@ def exchange_parts(exchange: dict | None) -> list:
     for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
         table.add_column(col, justify="right" if col in ("m", "trained acc (%)", "matching frozen width") else "left")
     notes: list[str] = []
-    for r in exchange["rows"]:  # the width as the analysis wrote it ("text"); how, from the row's fields
+    smallest = {}
+    for r in exchange["rows"]:
+        smallest.setdefault(r["trained"], r["width"])
+    shown = [r for r in exchange["rows"] if r["width"] == smallest[r["trained"]]]
+    for r in shown:  # the width as the analysis wrote it ("text"); how, from the row's fields
         width, _, kind = r["text"].partition(" (")  # "1109 (law only: ...)": the width; the kind goes to "how"
         if r["method"] == "interpolated":
             how = f"interpolated {r['between'][0]}-{r['between'][1]}"
@@ -212,10 +216,41 @@ def exchange_parts(exchange: dict | None) -> list:
                 notes.append(note)
             how += " " + "*" * (notes.index(note) + 1)
         table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), r["frozen"], width, how)
+    folded = len(exchange["rows"]) - len(shown)
     add_notes(table, ["interpolated a-b: linearly in log m between two measured widths; law: the frozen ladder law "
                       "solved for the trained error; law only: the measured curve peaked and fell short"]
-              + [f"{'*' * (i + 1)} {n}" for i, n in enumerate(notes)])
+              + [f"{'*' * (i + 1)} {n}" for i, n in enumerate(notes)]
+              + ([f"each trained arm at its smallest width; {folded} more rows (every trained width) in --json "
+                  "(analysis.exchange.rows) and the report"] if folded else []))
     return [table, exchange["sentence"]]
+
+
+def answer_parts(answer: dict | None, sweep: list[int]) -> list:
+    """The answer at both readouts (``experiments.convex.answer``): one row per trained arm at its smallest
+    width, and its sentence."""
+    from lazylab.exchange import protocol_words
+
+    if not answer or not answer.get("rows"):
+        return []
+    table = Table(title="the answer: frozen units matching a trained arm, read out at the optimum (convex) and by "
+                        "the protocol (AdamW); 95 % seed interval in brackets", title_justify="left")
+    for col in ("trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum", "same unit, protocol"):
+        table.add_column(col, justify="left" if col == "trained arm" else "right")
+    smallest = {}
+    for r in answer["rows"]:
+        smallest.setdefault(r["trained"], r["width"])
+    shown = [r for r in answer["rows"] if r["width"] == smallest[r["trained"]]]
+    for r in shown:
+        same, best, proto = r.get("same"), r.get("cheapest"), r.get("protocol")
+        table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]),
+                      f"{same['text']} {same['frozen']}" if same else "-",
+                      f"{best['text']} {best['frozen']}" if best else "none in the sweep",
+                      protocol_words(proto, sweep) if proto else "-")
+    folded = len(answer["rows"]) - len(shown)
+    add_notes(table, ["optimum: measured crossings only (linear in log m between swept widths); '> m' lies beyond "
+                      "the sweep; the protocol column may read the frozen ladder law beyond it"]
+              + ([f"{folded} more rows (every trained width) in --json (analysis.answer.rows)"] if folded else []))
+    return [table, answer["sentence"]]
 
 
 def law_table(title: str, laws: dict, first: str = "curve") -> Table:

@@ -27,6 +27,9 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
   * ``wall_figure`` — with ``ladder --readout both``: per frozen arm, the
     protocol's ``best_acc`` and the convex optimum's test accuracy vs m, the
     gap between them shaded.
+  * ``answer_figure`` — with ``ladder --readout both``: every frozen arm's
+    convex-optimum curve, the first trained arm's accuracy as a line, and
+    each crossing (the answer) with its seed interval.
 """
 
 from __future__ import annotations
@@ -319,6 +322,85 @@ def wall_plot(payload: dict):
     return fig
 
 
+def answer_figure(payload: dict, directory: str | Path, stem: str = "answer") -> list[Path]:
+    """The answer at the optimum (``answer_plot``): ``<stem>.png`` and ``.svg``; [] (no file, an older one
+    removed) when the payload has no convex readouts or no answer row."""
+    fig = answer_plot(payload)
+    if fig is None:
+        return _discard(Path(directory), stem)
+    return _save(fig, Path(directory), stem)
+
+
+def answer_plot(payload: dict):
+    """Each frozen arm's convex-optimum test accuracy vs width (mean ± seed std), the first trained arm's
+    accuracy at its smallest width as a horizontal line, and where each frozen curve crosses it (the
+    answer, ``lazylab.exchange.crossing``) with its 95 % seed interval as a bar on the line.
+
+    Reads ``payload["convex"]["arms"][arm]["cells"]`` and ``payload["analysis"]["answer"]["rows"][0]``.
+    Returns the ``Figure`` (not saved), or None when either is missing.
+    """
+    from lazylab.exchange import crossing, seed_interval
+
+    convex = payload.get("convex") or {}
+    rows = ((payload.get("analysis") or {}).get("answer") or {}).get("rows") or []
+    if not convex.get("arms") or not rows:
+        return None
+    first = rows[0]
+    target = first["trained_acc"]
+    widths = [int(w) for w in payload["plan"]["widths"]]
+    per_seed: dict = {}
+    for r in convex.get("runs") or []:
+        per_seed.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
+    trained = [r["best_acc"] for r in payload.get("runs") or []
+               if r.get("config", {}).get("arm") == first["trained"] and r["config"].get("width") == first["width"]
+               and r.get("best_acc") is not None and r["config"].get("lr") == _arm_lr(payload, first["trained"])]
+    fig = figure((8.6, 5.4), 110, layout="constrained")
+    ax = fig.add_subplot()
+    handles = []
+    for arm, a in convex["arms"].items():
+        pts = sorted((int(w), c["mean"], c.get("std") or 0.0) for w, c in a["cells"].items() if c.get("mean") is not None)
+        if not pts:
+            continue
+        st = arm_style(arm)
+        x, y, s = map(np.asarray, zip(*pts))
+        handles.append(ax.errorbar(x, y, yerr=s, color=st.colour, marker=st.marker, markersize=5, capsize=3,
+                                   linewidth=1.5, linestyle="-", label=f"{arm}, convex optimum"))
+        point = crossing(x, y, target)
+        if 0.0 < point < math.inf:
+            ax.plot([point], [target], marker="o", markersize=9, markerfacecolor="white", markeredgecolor=st.colour,
+                    markeredgewidth=2, zorder=6)
+            if trained:
+                low, high = seed_interval(list(x), per_seed.get(arm, {}), trained)
+                low, high = max(low, widths[0]), min(high, widths[-1]) if math.isinf(high) else high
+                ax.plot([low, high], [target, target], color=st.colour, linewidth=5, alpha=0.35,
+                        solid_capstyle="butt", zorder=5)
+            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, -16), textcoords="offset points", ha="center",
+                        fontsize=8.5, color=st.colour, fontweight="bold")
+    unit = first["trained"].rsplit("-", 1)[0]
+    ax.axhline(target, color="0.15", linestyle="--", linewidth=1.4, zorder=4)
+    from matplotlib.lines import Line2D
+
+    handles.append(Line2D([], [], color="0.15", linestyle="--",
+                          label=f"{first['width']} trained {unit} units: {target:.2f} % "
+                                f"({payload['plan'].get('epochs')} epochs of AdamW)"))
+    handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", linestyle="none", markersize=8,
+                          label="crossing: the frozen width that matches them"))
+    handles.append(Line2D([], [], color="0.4", linewidth=5, alpha=0.35, label="its 95 % interval over seeds"))
+    _log2_axis(ax, widths)
+    ax.set_ylabel("test accuracy (%), convex readout")
+    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
+    ax.set_title(f"How many frozen units buy {first['width']} trained ones? Frozen banks read out at the optimum, "
+                 f"mean ± std over seeds {seeds}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.25)
+    fig.legend(handles=handles, fontsize=8.5, ncols=2, loc="outside lower center", frameon=False)
+    return fig
+
+
+def _arm_lr(payload: dict, arm: str):
+    """The rate an arm's ladder cells ran at (``payload["arms"][i]["lr"]``), or None."""
+    return next((a.get("lr") for a in payload.get("arms") or [] if a.get("arm") == arm), None)
+
+
 def ladder_figures(payload: dict, directory: str | Path, prefix: str = "") -> list[Path]:
     """The ladder figures into ``directory``: ``<prefix>accuracy`` and ``<prefix>movement``, and ``<prefix>wall``
     when the payload has one (``render`` uses the prefixes ``paper_`` and ``ladder_``).
@@ -328,4 +410,6 @@ def ladder_figures(payload: dict, directory: str | Path, prefix: str = "") -> li
     paths = accuracy_figure(payload, directory, f"{prefix}accuracy") + movement_figure(payload, directory, f"{prefix}movement")
     if (payload.get("analysis") or {}).get("wall"):
         paths += wall_figure(payload, directory, f"{prefix}wall")
+    if (payload.get("analysis") or {}).get("answer"):
+        paths += answer_figure(payload, directory, f"{prefix}answer")
     return paths

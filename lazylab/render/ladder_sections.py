@@ -38,25 +38,66 @@ def _unstable_table(d: dict, pid: str) -> str:
             + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
 
 
+def _answer_rows(rows: list[dict]) -> list[dict]:
+    """Each trained arm's row at its smallest width (the rest fold away)."""
+    smallest: dict = {}
+    for r in rows:
+        smallest.setdefault(r.get("trained"), r.get("width"))
+    return [r for r in rows if r.get("width") == smallest[r.get("trained")]]
+
+
 def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
-    """The study's answer for one ladder: ``analysis["exchange"]`` (sentence, then ``after_sentence`` (HTML), then a
-    table of each trained arm and width against the frozen width of the same unit that matches it; ``text`` shown
-    verbatim) and ``analysis["warnings"]``."""
+    """The study's answer for one ladder, then ``after_sentence`` (HTML), then its tables and warnings.
+
+    With convex readouts (``analysis["answer"]``, ``experiments.convex.answer``) the answer at the optimum leads,
+    with the protocol's beside it, and its table shows each trained arm at its smallest width; otherwise the
+    protocol's exchange rate (``analysis["exchange"]``) leads. The protocol's full grid (every trained width)
+    is folded away in a ``<details>``; ``text`` cells are shown verbatim."""
+    from lazylab.exchange import protocol_words
+
     a = d["analysis"]
-    ex = a.get("exchange")
+    ex, ans = a.get("exchange"), a.get("answer")
+    widths = [int(w) for w in (d.get("plan") or {}).get("widths") or [1]]
     out = []
-    if not ex:
+    if ans and ans.get("sentence"):
+        out.append(f'<p class="answer" id="{pid}answer">{_e(ans["sentence"])}</p>')
+        partial = (d.get("convex") or {}).get("partial")
+        if partial:
+            out.append(f"<p class=note>Convex readouts at m = {_e(', '.join(map(str, partial['widths'])))} only "
+                       f"(the frontier's wider banks are not computed yet): '&gt; {partial['widths'][-1]}' lies beyond "
+                       "them.</p>")
+        out.append(after_sentence)
+        rows = [[_e(r["trained"]), _e(r["width"]), _f(r.get("trained_acc")),
+                 _e(f"{r['same']['text']} ({r['same']['frozen']})") if r.get("same") else "-",
+                 _e(f"{r['cheapest']['text']} ({r['cheapest']['frozen']})") if r.get("cheapest") else "none in the sweep",
+                 _e(protocol_words(r["protocol"], widths)) if r.get("protocol") else "-"]
+                for r in _answer_rows(ans.get("rows") or [])]
+        out.append(_table(["trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum",
+                           "same unit, protocol"], rows, f"{pid}answer-table", left={0, 3, 4, 5}))
+        out.append("<p class=note>Optimum: the convex readout (docs/convex.md), measured crossings only, linear in "
+                   "log m between swept widths; 95 % percentile-bootstrap interval over seeds in brackets. Protocol: "
+                   "the frozen bank's AdamW readout, which may read its ladder law beyond the sweep.</p>")
+    elif not ex:
         out += ["<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
                 "<code>lazylab ladder ... --json</code> with this version adds it.</p>", after_sentence]
-    else:
-        if ex.get("sentence"):
+    if ex:
+        if not ans and ex.get("sentence"):
             out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
-        out.append(after_sentence)
-        rows = [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
-                 _e(r.get("text")), _f(r.get("floor_acc"))] for r in ex.get("rows") or []]
-        if rows:  # without rows the sentence already says there is no pair
-            out.append(_table(["trained arm", "m", "trained acc (%)", "frozen bank", "frozen width that matches it",
-                               "frozen law's limit (acc %)"], rows, f"{pid}exchange-table", left={0, 3, 4}))
+            out.append(after_sentence)
+        every = ex.get("rows") or []
+
+        def table(rows, ident):
+            return _table(["trained arm", "m", "trained acc (%)", "frozen bank", "frozen width that matches it",
+                           "frozen law's limit (acc %)"],
+                          [[_e(r.get("trained")), _e(r.get("width")), _f(r.get("trained_acc")), _e(r.get("frozen")),
+                            _e(r.get("text")), _f(r.get("floor_acc"))] for r in rows], ident, left={0, 3, 4})
+
+        if every and not ans:  # without rows the sentence already says there is no pair
+            out.append(table(_answer_rows(every), f"{pid}exchange-table"))
+        if every and (ans or len(_answer_rows(every)) < len(every)):
+            label = "The protocol readout's exchange rate" + (f": {_e(ex['sentence'])}" if ans else "") + \
+                f" Every trained width ({len(every)} rows)"
+            out.append(f"<details><summary>{label}</summary>{table(every, f'{pid}exchange-grid')}</details>")
     warnings = a.get("warnings") or []
     if warnings:
         out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
@@ -83,6 +124,11 @@ def _paper_section(e: dict | None, yours: dict | None = None) -> str:
         label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
                  f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
     figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _ACCURACY_CAPTION)
+    if "paper_answer.png" in e.get("files", {}):
+        figures = _img(e, "paper_answer.png", "the answer at the optimum",
+                       "<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, mean ± std over "
+                       "seeds) against the trained arm's accuracy (dashed); each crossing is the frozen width that "
+                       "matches it, its 95 % seed interval the shaded bar.") + figures
     if yours and yours["data"].get("name") != "paper":
         figures += _img(yours, "ladder_accuracy.png", "your ladder: accuracy vs width",
                         f'<b>Your ladder</b> ({_e(yours["data"].get("name"))}; its tables are in '

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
@@ -428,6 +428,133 @@ class Wall(Model):
     lambda_at_edge: Annotated[list[Count], Field(min_length=2, max_length=2)] = [0, 0]
 
 
+MatchWidth = Annotated[float, Field(gt=0)] | Literal["below", "beyond"]
+
+
+class Match(Model):
+    """A matching frozen bank of ``analysis.answer.rows[i]`` (``lazylab.exchange.answer_rows``)."""
+
+    frozen: Name
+    width: MatchWidth
+    interval: Annotated[list[MatchWidth], Field(min_length=2, max_length=2)]
+    text: str
+
+
+class AnswerRow(Model):
+    """``analysis.answer.rows[i]``: ``lazylab.experiments.convex.answer``."""
+
+    trained: Name
+    width: Width
+    trained_acc: Accuracy
+    same: Match | None = None
+    cheapest: Match | None = None
+    protocol: ExchangeRow | None = None
+
+
+class Answer(Model):
+    """``analysis.answer`` (``ladder --readout both``): the answer at the optimum beside the protocol's."""
+
+    rows: Annotated[list[AnswerRow], Field(max_length=MAX_LIST)] = []
+    sentence: str = ""
+
+
+class ConvexBank(Model):
+    """The bank fields of a convex readout's or lambda choice's ``config`` (``experiments.convex._Bank``)."""
+
+    arm: Name
+    plugin: str
+    width: Width
+    seed: Seed
+    train_size: TrainSize
+    fan_in: FanIn
+    data: str
+    tol: Annotated[float, Field(gt=0)]
+    max_iter: Annotated[int, Field(ge=1)]
+    version: int
+    schema_: int = Field(alias="schema")
+
+
+class ConvexCellConfig(ConvexBank):
+    lam: Annotated[float, Field(gt=0)]
+
+
+class LambdaChoiceConfig(ConvexBank):
+    lambdas: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=MAX_LIST)]
+    holdout: Annotated[int, Field(ge=1)]
+
+
+STOPS = ("gradient", "objective", "max_iter", "line_search")
+
+
+class ConvexRecord(Model):
+    """``convex.runs[i]``: one convex readout's memo record (``experiments.convex.convex_cells``)."""
+
+    key: Annotated[str, Field(pattern=r"^convex-[0-9a-f]{32}$")]
+    config: ConvexCellConfig
+    test_acc: Accuracy
+    train_acc: Accuracy
+    train_loss: Positive
+    objective: Positive
+    grad_norm: Positive
+    iterations: Count
+    evaluations: Annotated[int, Field(ge=0)]
+    converged: bool
+    stop: Literal[STOPS]
+    lambda_: Annotated[float, Field(gt=0)] = Field(alias="lambda")
+    seconds: Positive
+
+
+class LambdaChoice(Model):
+    """``convex.choices[i]``: an arm's choice of lambda (``experiments.convex.run_lambda``)."""
+
+    key: Annotated[str, Field(pattern=r"^convex-lambda-[0-9a-f]{32}$")]
+    config: LambdaChoiceConfig
+    lambda_: Annotated[float, Field(gt=0)] = Field(alias="lambda")
+    selection: dict[str, Accuracy]
+    selection_iterations: dict[str, Count]
+    evaluations: Annotated[int, Field(ge=0)]
+    seconds: Positive
+
+
+class ConvexSummary(Model):
+    n: Count
+    mean: Accuracy | None = None
+    std: Spread | None = None
+    train_loss: Positive | None = None
+    grad_norm: Positive | None = None
+    iterations: Positive | None = None
+    converged: bool
+    lambdas: list[Annotated[float, Field(gt=0)]] = []
+
+
+class ConvexArm(Model):
+    plugin: str
+    lambda_: Annotated[float, Field(gt=0)] | None = Field(alias="lambda")
+    selection: dict[str, Accuracy] | None = None
+    cells: dict[WidthKey, ConvexSummary]
+
+
+class ConvexPartial(Model):
+    """``convex.partial``: a frontier whose first widths only are complete (``experiments.render.ladders``)."""
+
+    widths: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST)]
+    of: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST)]
+
+
+class ConvexPart(Model):
+    """``convex`` (``ladder --readout both|convex``): ``experiments.convex.run_convex_ladder``."""
+
+    lambdas: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=MAX_LIST)]
+    tol: Annotated[float, Field(gt=0)]
+    max_iter: Annotated[int, Field(ge=1)]
+    holdout_fraction: str
+    lambda_width: Width
+    arms: dict[str, ConvexArm]
+    runs: list[ConvexRecord]
+    choices: list[LambdaChoice]
+    partial: ConvexPartial | None = None
+
+
 class ScalarStat(Model):
     start: Finite | None = None
     end: Finite | None = None
@@ -448,6 +575,7 @@ class Analysis(Model):
     exchange: Exchange | None = None
     warnings: Annotated[list[str], Field(max_length=MAX_LIST)] | None = None
     wall: Wall | None = None
+    answer: Answer | None = None
     redundancy_grid: Annotated[list[GridRow], Field(max_length=MAX_LIST)] | None = None
 
     @model_validator(mode="after")
@@ -464,6 +592,7 @@ class LadderPayload(Model):
     arms: Annotated[list[ArmSummary], Field(max_length=MAX_LIST)]
     runs: list[Run]
     analysis: Analysis
+    convex: ConvexPart | None = None
 
 
 # --------------------------------------------------------------------- the check

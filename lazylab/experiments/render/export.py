@@ -27,8 +27,9 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
       when: the UTC date they were computed [default: today, UTC].
       command: the command that computed them [default: ``lazylab ladder --preset <preset>``].
     Returns: the document ``lazylab.reference.load_reference`` reads (that module's docstring); its payload is
-      what ``lazylab ladder --preset <preset> --report --json`` writes, plus the wall and the redundancy
-      grid when the memo has them (``wall_analysis``).
+      what ``lazylab ladder --preset <preset> --report --json`` writes, plus the convex readouts (``convex``:
+      every record and lambda choice), the wall, the answer at both readouts and the redundancy grid when
+      the memo has them (``wall_analysis``).
     Raises: LazylabError (one line) if any run of the plan is missing from the memo.
     """
     from lazylab import __version__
@@ -44,10 +45,10 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
     try:
         result = run_ladder(ws, plan)
         analysis = analyse_ladder(ws, result, plan.arms)
-        wall_analysis(ws, plan, result, analysis)
+        convex = wall_analysis(ws, plan, result, analysis)
     finally:
         ws.memo_only = False
-    payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis}))
+    payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis, **({"convex": convex} if convex else {})}))
     now = datetime.now(timezone.utc)
     prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),
             "exported_at": now.isoformat(timespec="seconds"), "lazylab": __version__, "code": code_identity(),

@@ -105,8 +105,8 @@ def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dic
     progress("ladder: laws and redundancy", 0, 1)
     analysis = analyse_ladder(ws, result, plan.arms)
     progress("ladder: laws and redundancy", 1, 1)
-    wall_analysis(ws, plan, result, analysis)
-    return {**result.to_json(), "analysis": analysis, "computed": reporter.computed, "cached": reporter.cached,
+    convex = wall_analysis(ws, plan, result, analysis)
+    return {**result.to_json(), "analysis": analysis, **({"convex": convex} if convex else {}), "computed": reporter.computed, "cached": reporter.cached,
             "name": spec["name"], "note": spec["note"]}
 
 
@@ -123,9 +123,17 @@ def _from_memo(ws: Workspace, compute):
     return value, complete
 
 
+PARTIAL_FRONTIER_WIDTHS = 5  # the fewest widths a partial frontier is shown with
+
+
 def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
     """``(convex, grid)``: the plan's frozen arms' convex readouts (``run_convex_ladder``) and the
-    default ``redundancy_grid`` (yat and yat-data banks), each only if all of it is in the memo."""
+    default ``redundancy_grid`` (yat and yat-data banks), each only if all of it is in the memo.
+
+    A frontier still being computed (the widest banks last) counts when every readout at the first
+    ``k >= PARTIAL_FRONTIER_WIDTHS`` widths is in the memo: ``convex["partial"]`` then says
+    ``{"widths": the k widths, "of": the plan's}``.
+    """
     import dataclasses
 
     from lazylab.experiments.convex import run_convex_ladder
@@ -133,9 +141,14 @@ def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
 
     frozen = tuple(a for a in plan.arms if not a.trained)
     convex = None
-    if frozen:
-        convex, complete = _from_memo(ws, lambda: run_convex_ladder(ws, dataclasses.replace(plan, arms=frozen)))
-        convex = convex if complete else None
+    for k in range(len(plan.widths), min(PARTIAL_FRONTIER_WIDTHS, len(plan.widths)) - 1, -1) if frozen else ():
+        part = dataclasses.replace(plan, arms=frozen, widths=plan.widths[:k])
+        convex, complete = _from_memo(ws, lambda part=part: run_convex_ladder(ws, part))
+        if complete:
+            if k < len(plan.widths):
+                convex["partial"] = {"widths": list(plan.widths[:k]), "of": list(plan.widths)}
+            break
+        convex = None
     grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
     return convex, grid if complete else None
 
@@ -146,21 +159,24 @@ def memo_extras(ws: Workspace, plan) -> dict:
     return {"wall": convex is not None, "redundancy_grid": grid is not None}
 
 
-def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> None:
+def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> dict | None:
     """Add what ``ladder --readout both`` and ``lazylab redundancy`` left in the memo for this ladder.
 
-    ``analysis["wall"]``: the wall table (``experiments.convex.wall``) when every frozen arm's convex
-    readout at the plan's widths and seeds (default lambda grid) is in the memo;
-    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` when all its measurements are.
-    Absent ones are left out: the report says how to add them.
+    ``analysis["wall"]`` and ``analysis["answer"]``: the wall table and the answer at both readouts
+    (``experiments.convex.wall``, ``answer``) when every frozen arm's convex readout at the plan's widths
+    and seeds (default lambda grid) is in the memo; ``analysis["redundancy_grid"]``: the default
+    ``redundancy_grid`` when all its measurements are. Absent ones are left out: the report says how to
+    add them. Returns: the convex readouts (``run_convex_ladder``), or None when the memo lacks any.
     """
-    from lazylab.experiments.convex import wall
+    from lazylab.experiments.convex import answer, wall
 
     convex, grid = _memo_extras(ws, plan)
     if convex is not None:
         analysis["wall"] = wall(result, convex)
+        analysis["answer"] = answer(result, convex, plan.arms, analysis.get("exchange"))
     if grid is not None:
         analysis["redundancy_grid"] = grid
+    return convex
 
 
 def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
