@@ -302,15 +302,24 @@ def answer_rows(trained: dict, frozen: dict, pairs: dict, widths: Sequence[int])
     return rows
 
 
-def protocol_words(protocol: dict, sweep: Sequence[int]) -> str:
-    """An ``exchange_rate`` row in words, measured before extrapolated: ``"about 812 units"``, ``"about 1257 units
-    by its ladder law, beyond the sweep (1.2 x the widest bank)"``, a bound beyond ``EXTRAPOLATION_BOUND`` x the
-    widest bank, or why there is none."""
+def protocol_words(protocol: dict, sweep: Sequence[int], short: bool = False) -> str:
+    """An ``exchange_rate`` row in words, measured before extrapolated: ``"about 812 units"``, ``"... its ladder
+    law, read beyond the sweep, says about 1257 units (1.2 x the widest bank)"``, a bound beyond
+    ``EXTRAPOLATION_BOUND`` x the widest bank, or why there is none; ``short``: for a table cell
+    (``"812"``, ``"1257 (law, beyond the sweep)"``, ``"> 4096 (law)"``, ``"never (law)"``)."""
     top = max(sweep)
     width = protocol.get("frozen_width")
+    beyond = protocol["method"] == "extrapolated" and width is not None and not protocol.get("below")
+    if short:
+        if protocol["method"] == "interpolated":
+            return format_width(width)
+        if beyond:
+            return f"> {EXTRAPOLATION_BOUND * top} (law)" if width > EXTRAPOLATION_BOUND * top else \
+                f"{format_width(width)} (law, beyond the sweep)"
+        return "never (law)" if protocol["method"] == "never" else protocol["text"]
     if protocol["method"] == "interpolated":
         return f"about {format_width(width)} units"
-    if protocol["method"] == "extrapolated" and width is not None and not protocol.get("below"):
+    if beyond:
         if width > EXTRAPOLATION_BOUND * top:
             return f"none in the sweep (up to {top}); its ladder law puts the match beyond {EXTRAPOLATION_BOUND * top} units"
         return (f"none in the sweep (up to {top}); its ladder law, read beyond the sweep, says about "

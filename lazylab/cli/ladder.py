@@ -208,11 +208,15 @@ def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
             raise LazylabError(f"--report: the memo at {ws.memo.directory} lacks {count(len(lacking), 'convex readout')}"
                                "; run the same command without --report to compute them")
         out.print(f"convex readouts: {len(convex['runs'])} from the memo (report: nothing computed)")
-        return convex
-    with Display() as display:
-        reporter = ProgressReporter(display, "convex readouts")
-        convex = run_convex_ladder(ws, plan, lambdas, reporter)
-    out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
+    else:
+        with Display() as display:
+            reporter = ProgressReporter(display, "convex readouts")
+            convex = run_convex_ladder(ws, plan, lambdas, reporter)
+        out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
+    chosen = "; ".join(f"{arm} {a['lambda']:g} (" + ", ".join(f"{float(k):g}: {v:.2f} %" for k, v in a["selection"].items())
+                       + ")" for arm, a in convex["arms"].items() if a.get("lambda") is not None)
+    out.print(f"lambda per arm, chosen at m = {convex['lambda_width']}, seed 0 by held-out accuracy: {chosen}",
+              soft_wrap=True)
     return convex
 
 

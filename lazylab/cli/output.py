@@ -245,7 +245,7 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
         table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]),
                       f"{same['text']} {same['frozen']}" if same else "-",
                       f"{best['text']} {best['frozen']}" if best else "none in the sweep",
-                      protocol_words(proto, sweep) if proto else "-")
+                      protocol_words(proto, sweep, short=True) if proto else "-")
     folded = len(answer["rows"]) - len(shown)
     add_notes(table, ["optimum: measured crossings only (linear in log m between swept widths); '> m' lies beyond "
                       "the sweep; the protocol column may read the frozen ladder law beyond it"]

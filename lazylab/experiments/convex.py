@@ -454,18 +454,19 @@ def run_lambda(ws: Workspace, arm: Arm, cfg: LambdaConfig, reporter: Reporter = 
     return record
 
 
-def run_convex(ws: Workspace, arm: Arm, cfgs: list[ConvexConfig], reporter: Reporter = Reporter()) -> list[dict]:
-    """Records of convex readouts of ``arm``, in order: from the memo, or computed by ``ws.backend`` and stored.
+def run_convex(ws: Workspace, cells: list[tuple[Arm, ConvexConfig]], reporter: Reporter = Reporter()) -> list[dict]:
+    """Records of convex readouts, each ``(arm, cfg)``, in order: from the memo, or computed by ``ws.backend``
+    and stored.
 
     Features come from ``Workspace.bank_features`` (the memo's feature store when it holds them), so a
     readout sees exactly the bank its protocol run trained on. Each missing cell is one job of the
-    backend (``--backend ray`` spreads them); each record is stored as its job finishes, so an
-    interrupt keeps every finished cell.
+    backend, given in the order of ``cells`` (the local backend computes them in that order; Ray starts
+    the widest first); each record is stored as its job finishes, so an interrupt keeps every finished cell.
 
     Raises: LazylabError naming the arm and cell if its features are not finite.
     """
     found, todo = {}, []
-    for cfg in cfgs:
+    for arm, cfg in cells:
         record = _stored(ws, cfg)
         if record is not None:
             reporter.done(cfg, record, cached=True)
@@ -474,14 +475,13 @@ def run_convex(ws: Workspace, arm: Arm, cfgs: list[ConvexConfig], reporter: Repo
             ws.missing.append(cfg.key())
             found[cfg.key()] = {"key": cfg.key(), "config": _config_json(cfg), "test_acc": None, "missing": True}
         else:
-            todo.append(cfg)
-    # Widest first: on a concurrent backend the last jobs to finish are short ones.
-    for group, records in ws.backend.compute(ws, [(arm, [c]) for c in todo], reporter, convex_cells):
+            todo.append((arm, [cfg]))
+    for group, records in ws.backend.compute(ws, todo, reporter, convex_cells):
         for cfg, record in zip(group, records):
             ws.memo.put_record(cfg.key(), record)
             found[cfg.key()] = record
             reporter.done(cfg, record, cached=False)
-    return [found[cfg.key()] for cfg in cfgs]
+    return [found[cfg.key()] for _, cfg in cells]
 
 
 def _mean(values) -> float | None:
@@ -501,7 +501,8 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
                       reporter: Reporter = Reporter()) -> dict:
     """Convex readouts of every frozen arm of ``plan`` (a ``LadderPlan``) at each width and seed.
 
-    Per arm: its ``lambda`` is chosen first (``run_lambda``), then every cell is fitted at it.
+    Every arm's ``lambda`` is chosen first (``run_lambda``), then every cell is fitted at its arm's, widths
+    ascending with the arms interleaved (``run_convex``).
     Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_width", "arms": {arm: {"plugin",
       "lambda", "selection", "cells": {str(width): summary}}}, "runs": [record, ...], "choices": [record, ...]}``;
       a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc`` (%, std with ddof=1, 0 for one
@@ -513,20 +514,22 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
     reporter.plan(len(choices) * (1 + len(plan.widths) * len(plan.seeds)))
     out = {"lambdas": list(lambdas), "tol": TOL, "max_iter": MAX_ITER, "holdout_fraction": f"1/{HOLDOUT_FRACTION}",
            "lambda_width": LAMBDA_WIDTH, "arms": {}, "runs": [], "choices": []}
-    for arm, lcfg in choices:
-        choice = run_lambda(ws, arm, lcfg, reporter)
-        out["choices"].append(choice)
-        if choice.get("missing"):
-            records = []
-        else:
-            cfgs = [convex_config(ws, arm, w, s, choice["lambda"], plan.train_size, plan.fan_in)
-                    for w in sorted(plan.widths, reverse=True) for s in plan.seeds]
-            records = sorted(run_convex(ws, arm, cfgs, reporter),
-                             key=lambda r: (r["config"]["width"], r["config"]["seed"]))
-        out["runs"] += records
+    chosen = {}
+    for arm, lcfg in choices:  # every arm's lambda first: the cells depend on it
+        chosen[arm.name] = run_lambda(ws, arm, lcfg, reporter)
+        out["choices"].append(chosen[arm.name])
+    # Widths ascending, arms interleaved: an interrupted frontier has every arm's narrow widths.
+    jobs = [(arm, convex_config(ws, arm, w, s, chosen[arm.name]["lambda"], plan.train_size, plan.fan_in))
+            for w in sorted(plan.widths) for arm, _ in choices for s in plan.seeds
+            if not chosen[arm.name].get("missing")]
+    records = run_convex(ws, jobs, reporter)
+    for arm, _ in choices:
+        choice = chosen[arm.name]
+        mine = [r for r in records if r["config"]["arm"] == arm.name]
+        out["runs"] += mine
         cells = {}
         for w in plan.widths:
-            cell = [r for r in records if r["config"]["width"] == w and not r.get("missing")]
+            cell = [r for r in mine if r["config"]["width"] == w and not r.get("missing")]
             accs = [r["test_acc"] for r in cell]
             cells[str(w)] = {
                 "n": len(cell), "mean": _mean(accs),

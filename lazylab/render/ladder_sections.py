@@ -70,7 +70,7 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
         rows = [[_e(r["trained"]), _e(r["width"]), _f(r.get("trained_acc")),
                  _e(f"{r['same']['text']} ({r['same']['frozen']})") if r.get("same") else "-",
                  _e(f"{r['cheapest']['text']} ({r['cheapest']['frozen']})") if r.get("cheapest") else "none in the sweep",
-                 _e(protocol_words(r["protocol"], widths)) if r.get("protocol") else "-"]
+                 _e(protocol_words(r["protocol"], widths, short=True)) if r.get("protocol") else "-"]
                 for r in _answer_rows(ans.get("rows") or [])]
         out.append(_table(["trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum",
                            "same unit, protocol"], rows, f"{pid}answer-table", left={0, 3, 4, 5}))
