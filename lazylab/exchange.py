@@ -315,11 +315,16 @@ def protocol_words(protocol: dict, sweep: Sequence[int], short: bool = False) ->
             return format_width(width)
         if beyond:
             return f"> {EXTRAPOLATION_BOUND * top} (law)" if width > EXTRAPOLATION_BOUND * top else \
+                f"{format_width(width)} (law only: measured banks fall short)" if protocol.get("peak") else \
                 f"{format_width(width)} (law, beyond the sweep)"
         return "never (law)" if protocol["method"] == "never" else protocol["text"]
     if protocol["method"] == "interpolated":
         return f"about {format_width(width)} units"
     if beyond:
+        if protocol.get("peak"):
+            (mp, ap) = protocol["peak"]
+            return (f"none in the sweep (up to {top}): the measured curve peaks at {ap:.1f} % (m = {format_width(mp)}) "
+                    f"and falls short beyond it; its ladder law, fitted on the climb, says about {format_width(width)} units")
         if width > EXTRAPOLATION_BOUND * top:
             return f"none in the sweep (up to {top}); its ladder law puts the match beyond {EXTRAPOLATION_BOUND * top} units"
         return (f"none in the sweep (up to {top}); its ladder law, read beyond the sweep, says about "
@@ -329,10 +334,12 @@ def protocol_words(protocol: dict, sweep: Sequence[int], short: bool = False) ->
     return protocol["text"]
 
 
-def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epochs: int | None = None) -> str:
+def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epochs: int | None = None,
+                    protocol_sweep: Sequence[int] | None = None) -> str:
     """The study's answer in words for one trained arm and width (an ``answer_rows`` row), optimum first.
 
-    ``protocol`` is the same pair's ``exchange_rate`` row (the protocol's readout, ``epochs`` of AdamW), or None.
+    ``sweep``: the widths with convex readouts; ``protocol`` is the same pair's ``exchange_rate`` row (the
+    protocol's readout, ``epochs`` of AdamW, over ``protocol_sweep``, default ``sweep``), or None.
     """
     unit = row["trained"].rsplit("-", 1)[0]
     who = f"{row['width']} trained {unit} units ({row['trained_acc']:.1f} %)"
@@ -350,5 +357,6 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
             (" (95 % seed interval in brackets)" if interval else " (one seed: no interval)")
     if protocol is not None:
         readout = f"{epochs}-epoch AdamW readout" if epochs else "AdamW readout"
-        text += f"; with the protocol's {readout}, frozen {unit} units needed: {protocol_words(protocol, sweep)}"
+        text += (f"; with the protocol's {readout}, frozen {unit} units needed: "
+                 f"{protocol_words(protocol, protocol_sweep or sweep)}")
     return text + "."

@@ -633,6 +633,7 @@ def answer(result, convex: dict, arms, exchange: dict | None = None) -> dict:
     protocol = {(r["trained"], r["width"]): r for r in (exchange or {}).get("rows", [])}
     rows = [{**row, "protocol": protocol.get((row["trained"], row["width"]))}
             for row in answer_rows(trained, frozen, pairs, widths)]
-    sentence = answer_sentence(rows[0], rows[0]["protocol"], widths, result.plan.get("epochs")) if rows else \
+    sentence = answer_sentence(rows[0], rows[0]["protocol"], widths, result.plan.get("epochs"),
+                               result.plan["widths"]) if rows else \
         "No trained arm in this ladder: no exchange rate."
     return {"rows": rows, "sentence": sentence}

@@ -347,7 +347,7 @@ def answer_plot(payload: dict):
         return None
     first = rows[0]
     target = first["trained_acc"]
-    widths = [int(w) for w in payload["plan"]["widths"]]
+    widths = [int(w) for w in (convex.get("partial") or {}).get("widths") or payload["plan"]["widths"]]
     per_seed: dict = {}
     for r in convex.get("runs") or []:
         per_seed.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
@@ -363,8 +363,10 @@ def answer_plot(payload: dict):
             continue
         st = arm_style(arm)
         x, y, s = map(np.asarray, zip(*pts))
+        # a data-seeded arm shares its unit's colour: drawn dashed as well as with its own marker
         handles.append(ax.errorbar(x, y, yerr=s, color=st.colour, marker=st.marker, markersize=5, capsize=3,
-                                   linewidth=1.5, linestyle="-", label=f"{arm}, convex optimum"))
+                                   linewidth=1.5, linestyle="-" if st.init == "random" else (0, (5, 2)),
+                                   label=f"{arm}, convex optimum"))
         point = crossing(x, y, target)
         if 0.0 < point < math.inf:
             ax.plot([point], [target], marker="o", markersize=9, markerfacecolor="white", markeredgecolor=st.colour,
@@ -374,8 +376,8 @@ def answer_plot(payload: dict):
                 low, high = max(low, widths[0]), min(high, widths[-1]) if math.isinf(high) else high
                 ax.plot([low, high], [target, target], color=st.colour, linewidth=5, alpha=0.35,
                         solid_capstyle="butt", zorder=5)
-            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, -16), textcoords="offset points", ha="center",
-                        fontsize=8.5, color=st.colour, fontweight="bold")
+            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, 9), textcoords="offset points", ha="center",
+                        fontsize=9, color=st.colour, fontweight="bold")
     unit = first["trained"].rsplit("-", 1)[0]
     ax.axhline(target, color="0.15", linestyle="--", linewidth=1.4, zorder=4)
     from matplotlib.lines import Line2D
