@@ -67,21 +67,25 @@ NTK_RUN_S = 0.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
 # factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
-# (the two products), measured on the 2-core machine (bench/convex.py, docs/performance.md, "The convex
-# readout"). Evaluations per solve grow with width on the random banks (the frontier's records: yat-frozen
-# 46-200, relu-frozen 49-573, gaussian-frozen 163-379 at m = 16-1024), about 60 (m/16)^0.45; the
-# data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
+# (the two products), from the frontier's and bench/convex.py's cells on the 2-core machine (docs/performance.md,
+# "The convex readout": about 175 ms an evaluation at m = 1024 and 440 ms at 4096 on 60,000 images).
+# Evaluations per solve grow with width, about 60 (m/16)^0.45 times a unit's factor (the frontier's mean at
+# m = 1024: yat-frozen 197, relu-frozen 637, gaussian-frozen 382; 4096: yat 302, relu 762); the data-seeded
+# Yat bank's solves run to the iteration cap (about 1,070 evaluations).
 CONVEX_SETUP_S = 0.5
 CONVEX_COV_S = 1.0e-11
 CONVEX_FACTOR_S = 2.0e-11
-CONVEX_EVAL_IMAGE_S = 2.5e-7
-CONVEX_EVAL_S = 1.4e-9
+CONVEX_EVAL_IMAGE_S = 1.0e-6
+CONVEX_EVAL_S = 1.5e-9
 CONVEX_DATA_EVALUATIONS = 1070
+CONVEX_UNIT_EVALUATIONS = {"yat": 0.5, "relu": 1.5, "gaussian": 1.0}  # another unit: 1
 
 
-def convex_evaluations(width: int, data_seeded: bool) -> float:
-    """Evaluations one convex solve is priced at (see ``CONVEX_DATA_EVALUATIONS``)."""
-    return CONVEX_DATA_EVALUATIONS if data_seeded else min(60.0 * (width / 16) ** 0.45, CONVEX_DATA_EVALUATIONS)
+def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
+    """Evaluations one convex solve of a bank of ``unit`` is priced at (see ``CONVEX_UNIT_EVALUATIONS``)."""
+    if data_seeded:
+        return CONVEX_DATA_EVALUATIONS
+    return min(60.0 * (width / 16) ** 0.45 * CONVEX_UNIT_EVALUATIONS.get(unit, 1.0), CONVEX_DATA_EVALUATIONS)
 
 
 # ------------------------------------------------------------------ the cost model
@@ -336,7 +340,7 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
             fit = plan.train_size - lcfg.holdout
             s = pricer.bank_s((arm.name, lcfg.width, lcfg.seed, plan.train_size, plan.fan_in), lcfg.width,
                               plan.train_size)
-            s += len(lcfg.lambdas) * convex_solve_s(lcfg.width, fit, convex_evaluations(lcfg.width, data_seeded))
+            s += len(lcfg.lambdas) * convex_solve_s(lcfg.width, fit, convex_evaluations(lcfg.width, arm.unit.name, data_seeded))
             row["seconds"] = round(s, 3)
             seconds += s
         rows.append(row)
@@ -347,7 +351,7 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                 row = _row("convex", arm.name, width, seed, None, cfg.key() if lam is not None else None, stored)
                 if not stored:
                     s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                    s += convex_solve_s(width, plan.train_size, convex_evaluations(width, data_seeded))
+                    s += convex_solve_s(width, plan.train_size, convex_evaluations(width, arm.unit.name, data_seeded))
                     row["seconds"] = round(s, 3)
                     seconds += s
                 rows.append(row)
