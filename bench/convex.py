@@ -71,8 +71,8 @@ def main() -> None:
 
     from lazylab.arms import get_arm
     from lazylab.experiments import Workspace
-    from lazylab.experiments.convex import (LAMBDAS, PRECOND_ROWS, _features, convex_cells, convex_config,
-                                            lambda_config)
+    from lazylab.experiments.convex import LAMBDAS, _features, convex_cells, convex_config, lambda_config
+    from lazylab.experiments.convex_solve import PRECOND_ROWS
 
     r = rates()
     print(f"this machine: float32 matmul {r['f32'] / 1e9:.0f} GFLOP/s, float64 {r['f64'] / 1e9:.0f} GFLOP/s (2048^2)")

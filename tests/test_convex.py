@@ -11,7 +11,8 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from lazylab.arms import get_arm
 from lazylab.experiments import Workspace
-from lazylab.experiments.convex import ConvexConfig, LambdaConfig, choose_lambda, convex_readout, solve
+from lazylab.experiments.convex import ConvexConfig, LambdaConfig, choose_lambda, convex_readout
+from lazylab.experiments.convex_solve import solve
 from lazylab.model import build_model, features
 
 

@@ -9,7 +9,8 @@ ranges are those of the options that produced the file (``lazylab.cli.options``:
 The models live beside this module, one per family of files:
 ``schemas.caches`` (calibration, memo records, parsed-data and feature metadata),
 ``schemas.results`` (the ``--json`` files of gram, readout, trajectory and ntk),
-``schemas.ladder`` (the ``ladder --json`` file and the shipped reference).
+``schemas.ladder`` (the ``ladder --json`` file and the shipped reference), ``schemas.convex`` (its convex
+readouts and lambda choices), on the field types of ``schemas.fields``.
 
 pydantic (v2) was chosen over hand-written checks and over jsonschema because its models are
 Python types with constraints (``Annotated[int, Field(ge=0, le=MAX_SEED)]``), strict mode refuses

@@ -15,104 +15,39 @@ would exhaust the recursion of whatever later walks the payload).
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from lazylab.bracket import RULES
-from lazylab.config import RunConfig
 from lazylab.errors import LazylabError
-from lazylab.limits import (
-    MAX_EPOCHS,
-    MAX_LIST,
-    MAX_LR,
-    MAX_SEED,
-    MAX_TRAIN_SIZE,
-    MAX_WIDTH,
-    MIN_TRAIN_SIZE,
+from lazylab.limits import MAX_EPOCHS, MAX_LIST, MAX_TRAIN_SIZE
+from lazylab.schemas.convex import ConvexPart
+from lazylab.schemas.fields import (
+    MAX_DEPTH,
+    PROTOCOL,
+    R2,
+    Accuracy,
+    Batch,
+    Count,
+    Epochs,
+    FanIn,
+    Finite,
+    Model,
+    Name,
+    Points,
+    Positive,
+    Rate,
+    RateKey,
+    Rule,
+    Seed,
+    Seeds,
+    Spread,
+    TrainSize,
+    WeightDecay,
+    Width,
+    WidthKey,
+    unique,
 )
-from lazylab.schemas import STRICT
-
-MAX_DEPTH = 32  # levels of nesting: a ladder payload has 7 (analysis.redundancy_grid[i].mean_abs_corr.values[j])
-# The protocol's fixed values (SPEC section 5): no option changes them, so a file with others was not written by a
-# command line and a run rebuilt from it (lazylab verify) would be stored under a key no command could produce.
-_PROTOCOL = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.name in ("batch", "weight_decay")}
-
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
-Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
-Rate = Annotated[float, Field(gt=0, le=MAX_LR)]
-Epochs = Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
-TrainSize = Annotated[int, Field(ge=MIN_TRAIN_SIZE, le=MAX_TRAIN_SIZE)]
-Count = Annotated[int, Field(ge=0, le=MAX_LIST)]  # seeds, runs, widths or images counted
-Accuracy = Annotated[float, Field(ge=0, le=100)]  # test accuracy, %
-Spread = Annotated[float, Field(ge=0, le=100)]  # a std or standard error of accuracies (points)
-Points = Annotated[float, Field(ge=-100, le=100)]  # a difference of two accuracies
-Positive = Annotated[float, Field(ge=0)]  # finite (STRICT) and not negative: movement, losses, correlations
-Finite = float  # under STRICT: any finite number
-R2 = Annotated[float, Field(allow_inf_nan=True)]  # analysis.r_squared is NaN for a constant curve not fitted exactly
-Name = Annotated[str, Field(min_length=1)]
-
-
-def _unique(values: list) -> list:
-    """``values``, refused when one repeats (the command line refuses a repeated width, seed or arm)."""
-    seen: set = set()
-    for v in values:
-        if v in seen:
-            raise ValueError(f"{str(v)[:40]!r} is given more than once" if isinstance(v, str) else
-                             f"{v!r} is given more than once")
-        seen.add(v)
-    return values
-
-
-def _width_key(text: str) -> str:
-    """A width as a JSON key: the decimal digits of a width in 1..MAX_WIDTH, as ``str(width)`` writes them."""
-    if not re.fullmatch(r"[1-9][0-9]{0,5}", text) or int(text) > MAX_WIDTH:
-        raise ValueError(f"{text[:40]!r} is not a width 1..{MAX_WIDTH} written as str(width)")
-    return text
-
-
-def _rate_key(text: str) -> str:
-    """A rate as a JSON key (``repr(lr)``): a number in (0, MAX_LR]."""
-    try:
-        lr = float(text)
-    except ValueError:
-        raise ValueError(f"{text[:40]!r} is not a rate") from None
-    if not (math.isfinite(lr) and 0 < lr <= MAX_LR):
-        raise ValueError(f"{text[:40]!r} is not a rate in (0, {MAX_LR:g}]")
-    return text
-
-
-WidthKey = Annotated[str, AfterValidator(_width_key)]
-RateKey = Annotated[str, AfterValidator(_rate_key)]
-Seeds = Annotated[list[Seed], Field(max_length=MAX_LIST)]
-
-
-class Model(BaseModel):
-    model_config = STRICT
-
-
-# ------------------------------------------------------------------------ plan
-# A field typed ``X | None`` may be null (a writer writes null there); one with a default but no ``None`` may be
-# absent (an older file) but never null, because its readers do ``payload.get(field, default)`` and use the value.
-def _choice(value: str) -> str:
-    if value not in RULES:
-        raise ValueError(f"{value[:40]!r} is not a bracket rule ({', '.join(RULES)})")
-    return value
-
-
-def _fan_in(value: str) -> str:
-    if value not in ("unit", "d"):
-        raise ValueError(f"{value[:40]!r} is not a fan-in convention (unit, d)")
-    return value
-
-
-Rule = Annotated[str, AfterValidator(_choice)]
-FanIn = Annotated[str, AfterValidator(_fan_in)]
-Batch = Annotated[int, Field(ge=_PROTOCOL["batch"], le=_PROTOCOL["batch"])]
-WeightDecay = Annotated[float, Field(ge=_PROTOCOL["weight_decay"], le=_PROTOCOL["weight_decay"])]
 
 
 class BracketPlan(Model):
@@ -120,7 +55,7 @@ class BracketPlan(Model):
 
     rule: Rule
     width: Width = 1
-    seeds: Annotated[Seeds, Field(min_length=1), AfterValidator(_unique)] = [0]
+    seeds: Annotated[Seeds, Field(min_length=1), AfterValidator(unique)] = [0]
 
     @model_validator(mode="after")
     def _rule_seeds(self):
@@ -132,13 +67,13 @@ class BracketPlan(Model):
 class Plan(Model):
     """``plan``: the ladder's options."""
 
-    arms: Annotated[list[Name], Field(min_length=1, max_length=MAX_LIST), AfterValidator(_unique)]
-    widths: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST), AfterValidator(_unique)]
-    seeds: Annotated[Seeds, Field(min_length=1), AfterValidator(_unique)]
+    arms: Annotated[list[Name], Field(min_length=1, max_length=MAX_LIST), AfterValidator(unique)]
+    widths: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST), AfterValidator(unique)]
+    seeds: Annotated[Seeds, Field(min_length=1), AfterValidator(unique)]
     epochs: Epochs
     train_size: TrainSize
     lr: Rate | None = None
-    batch: Batch = _PROTOCOL["batch"]
+    batch: Batch = PROTOCOL["batch"]
     fan_in: FanIn = "unit"
     data: str = ""
     bracket: BracketPlan | None = None
@@ -155,7 +90,7 @@ class Cell(Model):
     final_mean: Accuracy | None = None
     diverged: Count = 0
     unstable: Count = 0
-    seeds: Annotated[Seeds, AfterValidator(_unique)] = []
+    seeds: Annotated[Seeds, AfterValidator(unique)] = []
 
     @model_validator(mode="after")
     def _spread(self):
@@ -225,9 +160,9 @@ class RunConfig_(Model):
     lr: Rate
     plugin: str = ""
     epochs: Epochs = 1
-    batch: Batch = _PROTOCOL["batch"]
+    batch: Batch = PROTOCOL["batch"]
     train_size: TrainSize = MAX_TRAIN_SIZE
-    weight_decay: WeightDecay = _PROTOCOL["weight_decay"]
+    weight_decay: WeightDecay = PROTOCOL["weight_decay"]
     fan_in: FanIn = "unit"
     data: str = ""
     schema_: Annotated[int, Field(alias="schema", ge=0)] = 0
@@ -456,103 +391,6 @@ class Answer(Model):
 
     rows: Annotated[list[AnswerRow], Field(max_length=MAX_LIST)] = []
     sentence: str = ""
-
-
-class ConvexBank(Model):
-    """The bank fields of a convex readout's or lambda choice's ``config`` (``experiments.convex._Bank``)."""
-
-    arm: Name
-    plugin: str
-    width: Width
-    seed: Seed
-    train_size: TrainSize
-    fan_in: FanIn
-    data: str
-    tol: Annotated[float, Field(gt=0)]
-    max_iter: Annotated[int, Field(ge=1)]
-    version: int
-    schema_: int = Field(alias="schema")
-
-
-class ConvexCellConfig(ConvexBank):
-    lam: Annotated[float, Field(gt=0)]
-
-
-class LambdaChoiceConfig(ConvexBank):
-    lambdas: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=MAX_LIST)]
-    holdout: Annotated[int, Field(ge=1)]
-
-
-STOPS = ("gradient", "objective", "max_iter", "line_search")
-
-
-class ConvexRecord(Model):
-    """``convex.runs[i]``: one convex readout's memo record (``experiments.convex.convex_cells``)."""
-
-    key: Annotated[str, Field(pattern=r"^convex-[0-9a-f]{32}$")]
-    config: ConvexCellConfig
-    test_acc: Accuracy
-    train_acc: Accuracy
-    train_loss: Positive
-    objective: Positive
-    grad_norm: Positive
-    iterations: Count
-    evaluations: Annotated[int, Field(ge=0)]
-    converged: bool
-    stop: Literal[STOPS]
-    lambda_: Annotated[float, Field(gt=0)] = Field(alias="lambda")
-    seconds: Positive
-
-
-class LambdaChoice(Model):
-    """``convex.choices[i]``: an arm's choice of lambda (``experiments.convex.run_lambda``)."""
-
-    key: Annotated[str, Field(pattern=r"^convex-lambda-[0-9a-f]{32}$")]
-    config: LambdaChoiceConfig
-    lambda_: Annotated[float, Field(gt=0)] = Field(alias="lambda")
-    selection: dict[str, Accuracy]
-    selection_iterations: dict[str, Count]
-    evaluations: Annotated[int, Field(ge=0)]
-    seconds: Positive
-
-
-class ConvexSummary(Model):
-    n: Count
-    mean: Accuracy | None = None
-    std: Spread | None = None
-    train_loss: Positive | None = None
-    grad_norm: Positive | None = None
-    iterations: Positive | None = None
-    converged: bool
-    lambdas: list[Annotated[float, Field(gt=0)]] = []
-
-
-class ConvexArm(Model):
-    plugin: str
-    lambda_: Annotated[float, Field(gt=0)] | None = Field(alias="lambda")
-    selection: dict[str, Accuracy] | None = None
-    cells: dict[WidthKey, ConvexSummary]
-
-
-class ConvexPartial(Model):
-    """``convex.partial``: a frontier whose first widths only are complete (``experiments.render.ladders``)."""
-
-    widths: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST)]
-    of: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST)]
-
-
-class ConvexPart(Model):
-    """``convex`` (``ladder --readout both|convex``): ``experiments.convex.run_convex_ladder``."""
-
-    lambdas: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1, max_length=MAX_LIST)]
-    tol: Annotated[float, Field(gt=0)]
-    max_iter: Annotated[int, Field(ge=1)]
-    holdout_fraction: str
-    lambda_width: Width
-    arms: dict[str, ConvexArm]
-    runs: list[ConvexRecord]
-    choices: list[LambdaChoice]
-    partial: ConvexPartial | None = None
 
 
 class ScalarStat(Model):
