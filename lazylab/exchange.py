@@ -203,6 +203,15 @@ BOOTSTRAP_LEVEL = 0.95
 EXTRAPOLATION_BOUND = 4  # a width the law puts beyond 4 x the widest bank is shown as a bound, not a number
 
 
+def at_smallest_width(rows: Sequence[dict]) -> list[dict]:
+    """The rows (exchange or answer rows, each with ``trained`` and ``width``) of each trained arm at its first,
+    smallest width: what tables show by default, the rest folding away."""
+    smallest: dict = {}
+    for r in rows:
+        smallest.setdefault(r.get("trained"), r.get("width"))
+    return [r for r in rows if r.get("width") == smallest[r.get("trained")]]
+
+
 def crossing(widths: Sequence[float], means: Sequence[float | None], target: float) -> float:
     """The measured width at which a frozen curve first reaches ``target`` (%), linear in ``log m``.
 

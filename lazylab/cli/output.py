@@ -191,6 +191,8 @@ def analysis_tables(analysis: dict) -> list:
 
 def exchange_parts(exchange: dict | None) -> list:
     """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; one note line without a pair."""
+    from lazylab.exchange import at_smallest_width
+
     if not exchange or not exchange.get("rows"):
         return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init"]
     table = Table(title="exchange rate: the frozen width of the same unit matching a trained arm's mean accuracy "
@@ -198,10 +200,7 @@ def exchange_parts(exchange: dict | None) -> list:
     for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
         table.add_column(col, justify="right" if col in ("m", "trained acc (%)", "matching frozen width") else "left")
     notes: list[str] = []
-    smallest = {}
-    for r in exchange["rows"]:
-        smallest.setdefault(r["trained"], r["width"])
-    shown = [r for r in exchange["rows"] if r["width"] == smallest[r["trained"]]]
+    shown = at_smallest_width(exchange["rows"])
     for r in shown:  # the width as the analysis wrote it ("text"); how, from the row's fields
         width, _, kind = r["text"].partition(" (")  # "1109 (law only: ...)": the width; the kind goes to "how"
         if r["method"] == "interpolated":
@@ -228,7 +227,7 @@ def exchange_parts(exchange: dict | None) -> list:
 def answer_parts(answer: dict | None, sweep: list[int]) -> list:
     """The answer at both readouts (``experiments.convex.answer``): one row per trained arm at its smallest
     width, and its sentence."""
-    from lazylab.exchange import protocol_words
+    from lazylab.exchange import at_smallest_width, protocol_words
 
     if not answer or not answer.get("rows"):
         return []
@@ -236,10 +235,7 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
                         "the protocol (AdamW); 95 % seed interval in brackets", title_justify="left")
     for col in ("trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum", "same unit, protocol"):
         table.add_column(col, justify="left" if col == "trained arm" else "right")
-    smallest = {}
-    for r in answer["rows"]:
-        smallest.setdefault(r["trained"], r["width"])
-    shown = [r for r in answer["rows"] if r["width"] == smallest[r["trained"]]]
+    shown = at_smallest_width(answer["rows"])
     for r in shown:
         same, best, proto = r.get("same"), r.get("cheapest"), r.get("protocol")
         table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]),

@@ -38,14 +38,6 @@ def _unstable_table(d: dict, pid: str) -> str:
             + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
 
 
-def _answer_rows(rows: list[dict]) -> list[dict]:
-    """Each trained arm's row at its smallest width (the rest fold away)."""
-    smallest: dict = {}
-    for r in rows:
-        smallest.setdefault(r.get("trained"), r.get("width"))
-    return [r for r in rows if r.get("width") == smallest[r.get("trained")]]
-
-
 def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
     """The study's answer for one ladder, then ``after_sentence`` (HTML), then its tables and warnings.
 
@@ -53,7 +45,7 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
     with the protocol's beside it, and its table shows each trained arm at its smallest width; otherwise the
     protocol's exchange rate (``analysis["exchange"]``) leads. The protocol's full grid (every trained width)
     is folded away in a ``<details>``; ``text`` cells are shown verbatim."""
-    from lazylab.exchange import protocol_words
+    from lazylab.exchange import at_smallest_width, protocol_words
 
     a = d["analysis"]
     ex, ans = a.get("exchange"), a.get("answer")
@@ -71,7 +63,7 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
                  _e(f"{r['same']['text']} ({r['same']['frozen']})") if r.get("same") else "-",
                  _e(f"{r['cheapest']['text']} ({r['cheapest']['frozen']})") if r.get("cheapest") else "none in the sweep",
                  _e(protocol_words(r["protocol"], widths, short=True)) if r.get("protocol") else "-"]
-                for r in _answer_rows(ans.get("rows") or [])]
+                for r in at_smallest_width(ans.get("rows") or [])]
         out.append(_table(["trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum",
                            "same unit, protocol"], rows, f"{pid}answer-table", left={0, 3, 4, 5}))
         out.append("<p class=note>Optimum: the convex readout (docs/convex.md), measured crossings only, linear in "
@@ -93,8 +85,8 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
                             _e(r.get("text")), _f(r.get("floor_acc"))] for r in rows], ident, left={0, 3, 4})
 
         if every and not ans:  # without rows the sentence already says there is no pair
-            out.append(table(_answer_rows(every), f"{pid}exchange-table"))
-        if every and (ans or len(_answer_rows(every)) < len(every)):
+            out.append(table(at_smallest_width(every), f"{pid}exchange-table"))
+        if every and (ans or len(at_smallest_width(every)) < len(every)):
             label = "The protocol readout's exchange rate" + (f": {_e(ex['sentence'])}" if ans else "") + \
                 f" Every trained width ({len(every)} rows)"
             out.append(f"<details><summary>{label}</summary>{table(every, f'{pid}exchange-grid')}</details>")
