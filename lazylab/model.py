@@ -27,8 +27,9 @@ from flax import nnx
 
 from lazylab.arms import Arm, ContractError, UnitFailure, check_bank
 from lazylab.errors import LazylabError
+from lazylab.network import N_CLASSES, Model  # noqa: F401  (re-exported: lazylab.model.Model)
+from lazylab.vetting import vet
 
-N_CLASSES = 10
 N_REF = 512  # images used for data-dependent scalars (Gaussian median heuristic)
 
 
@@ -81,17 +82,6 @@ def seed_indices(width: int, seed: int, n: int) -> np.ndarray:
     return np.asarray(jax.random.choice(split_key(seed)[0], n, (width,), replace=False))
 
 
-class Model(nnx.Module):
-    """``feat`` (the bank, ``(n, d) -> (n, m)``) then ``head = nnx.Linear(m, 10)``."""
-
-    def __init__(self, feat: nnx.Module, width: int, head_key: jax.Array):
-        self.feat = feat
-        self.head = nnx.Linear(width, N_CLASSES, rngs=nnx.Rngs(params=head_key))
-
-    def __call__(self, x):
-        return self.head(self.feat(x))
-
-
 def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: str = "unit") -> Model:
     """Bank (initialised per the arm) and head (flax defaults), deterministic in ``seed``.
 
@@ -100,9 +90,10 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     features on the reference images, or for a trained arm its gradients, are
     not finite (``check_finite``).
     """
+    x_ref = np.asarray(x_train[:N_REF], np.float32)
+    vet(arm, x_ref)  # a third-party unit passes the conformance suite first (once per source)
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
-    x_ref = np.asarray(x_train[:N_REF], np.float32)
     feat = arm.unit.make_bank(W, x_ref, key=jax.random.fold_in(bank_key, 1))
     try:
         check_bank(arm.unit, feat, width, W.shape[1], W)

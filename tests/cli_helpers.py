@@ -11,6 +11,15 @@ import pytest
 
 from lazylab.cli import main
 
+# The entry points lazylab's own tests exercise, pinned (``LAZYLAB_ARMS=distribution:unit``), so that
+# another plugin installed in the same environment, broken or not, changes no test (conftest sets it).
+PINNED_UNITS = ("lazylab:yat", "lazylab:relu", "lazylab:gaussian", "lazylab-rff:rff")
+
+
+def pinned(*units: str) -> str:
+    """``LAZYLAB_ARMS`` for a test: the pinned units plus ``units`` (a test's own fake plugins)."""
+    return ",".join((*PINNED_UNITS, *units))
+
 
 def run(capsys, *argv):
     """``lazylab argv`` in this process: (exit status, stdout, stderr)."""

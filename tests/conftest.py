@@ -10,7 +10,6 @@ import pytest
 from lazylab import xla_cache
 
 # Tests must not touch the user's memo or environment-selected data.
-os.environ.pop("LAZYLAB_ARMS", None)
 os.environ.pop("LAZYLAB_STRICT_PLUGINS", None)
 # Nor the user's ./out: figures and tables written by default go to a throwaway folder.
 os.environ["LAZYLAB_OUT"] = tempfile.mkdtemp(prefix="lazylab-test-out-")
@@ -25,6 +24,12 @@ os.environ["LAZYLAB_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-memo-")
 # machine's figures as this machine's, so no command in a test spends 25-55 s measuring it.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="lazylab-test-home-")
 xla_cache.enable()
+
+from cli_helpers import pinned  # noqa: E402  (after the environment above: it imports the CLI)
+
+# Tests load the units they test and no other: a third-party plugin installed beside lazylab,
+# broken or not, changes nothing here (the entry points are pinned, cli_helpers.PINNED_UNITS).
+os.environ["LAZYLAB_ARMS"] = pinned()
 
 
 def _keep_reference_calibration() -> None:

@@ -154,7 +154,7 @@ def test_unknown_arm_under_lazylab_arms_says_why(capsys, memo_dir, monkeypatch):
     try:
         code, _, err = run(capsys, "ladder", "--arms", "yat-frozen")
     finally:
-        monkeypatch.delenv("LAZYLAB_ARMS")
+        monkeypatch.undo()  # the pinned units again (conftest)
         reset_registry()
     assert_one_line_error(code, err, "yat-frozen", "LAZYLAB_ARMS=relu", "relu-frozen")
 

@@ -18,7 +18,7 @@ import pytest
 from lazylab import data
 from lazylab.arms import reset_registry
 from lazylab.cli import progress
-from cli_helpers import assert_one_line_error, lines, run, write_dist
+from cli_helpers import assert_one_line_error, lines, pinned, run, write_dist
 
 needs_data = pytest.mark.skipif(
     not all((data.DEBIAN_DIR / n).is_file() for n in data.FILES.values()),
@@ -42,7 +42,7 @@ UNIT = Unit(name="chatty", bank=ReluBank)
 @pytest.fixture
 def chatty_plugin(tmp_path, monkeypatch):
     """An installed distribution whose unit prints two lines on stdout when imported."""
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("chatty"))
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     root = write_dist(tmp_path / "site", "lazylab-chatty", "0.1", {"chatty": "lazylab_chatty:UNIT"},
                       {"lazylab_chatty.py": CHATTY})

@@ -20,7 +20,7 @@ import pytest
 
 from lazylab.arms import registry, reset_registry
 from lazylab.cli import main
-from cli_helpers import lines, run, write_dist
+from cli_helpers import lines, pinned, run, write_dist
 
 TINY = ["--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
 RFF_VERSION = distribution("lazylab-rff").version
@@ -38,7 +38,7 @@ def one_line(err: str) -> str:
 @pytest.fixture
 def fresh_registry(monkeypatch):
     """The registry re-read from the (patched) environment, and forgotten afterwards."""
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned())
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     reset_registry()
     yield
@@ -46,8 +46,9 @@ def fresh_registry(monkeypatch):
 
 
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("LAZYLAB_ARMS", "LAZYLAB_STRICT_PLUGINS", "PYTHONPATH")}
-    env.update({k: str(v) for k, v in extra.items()})
+    """This environment without strict mode or PYTHONPATH, the pinned units, and ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LAZYLAB_STRICT_PLUGINS", "PYTHONPATH")}
+    env.update({"LAZYLAB_ARMS": pinned(), **{k: str(v) for k, v in extra.items()}})
     return env
 
 
@@ -150,8 +151,10 @@ def test_uninstalling_the_plugin_removes_its_arms_and_nothing_else(acceptance, t
     assert listing["code"] == 0, listing["err"]
     without = json.loads(listing["out"])
     assert without["arms"] == [a for a in with_plugin["arms"] if a["unit"] != "rff"]
-    assert without["units"] == [u for u in with_plugin["units"] if u["unit"] != "rff"]
-    assert without["errors"] == with_plugin["errors"] == []
+    assert [u for u in without["units"] if u["distribution"] != "-"] == [u for u in with_plugin["units"] if u["unit"] != "rff"]
+    assert with_plugin["errors"] == []
+    # The tests pin lazylab-rff:rff in LAZYLAB_ARMS: once uninstalled it is named as not installed.
+    assert [(e["unit"], e["status"]) for e in without["errors"]] == [("rff", "not installed from lazylab-rff (named in LAZYLAB_ARMS)")]
 
     # Every other arm's memo keys and results are unchanged: nothing is recomputed.
     assert relu["code"] == 0, relu["err"]
@@ -185,7 +188,7 @@ def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path):
     """A real (tiny) distribution on PYTHONPATH whose module raises ImportError; `lazylab arms` in a subprocess."""
     write_dist(tmp_path, "lazylab-broken", "0.3", {"broken": "lazylab_broken:UNIT"}, BROKEN)
     proc = subprocess.run([sys.executable, "-m", "lazylab.cli", "arms", "--json", "-"],
-                          env=clean_env(PYTHONPATH=tmp_path), capture_output=True, text=True, timeout=120)
+                          env=clean_env(PYTHONPATH=tmp_path, LAZYLAB_ARMS=pinned("broken")), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     listing = json.loads(proc.stdout)
     (error,) = listing["errors"]
@@ -202,6 +205,7 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     tmp_path, monkeypatch, capsys, memo_dir, fresh_registry
 ):
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-broken", "0.3", {"broken": "lazylab_broken:UNIT"}, BROKEN)))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("broken"))
     reset_registry()
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
@@ -266,6 +270,7 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
            "nocall": "lazylab_bad:NOT_CALLABLE", "future": "lazylab_bad:FUTURE", "bad-name": "lazylab_bad:HYPHEN",
            "badgrid": "lazylab_bad:BAD_GRID", "transposed": "lazylab_bad:TRANSPOSED"}
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-bad", "1.0", eps, {"lazylab_bad.py": BAD_UNITS})))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned(*eps))
     reset_registry()
     errors = registry().errors
     expected = {"notunit": "not a lazylab.arms.Unit", "wrongname": "differs from entry point", "badinits": "inits",

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from cli_helpers import lines, run, write_dist
+from cli_helpers import lines, pinned, run, write_dist
 import lazylab
 from lazylab.arms import ContractError, registry, reset_registry
 
@@ -65,7 +65,7 @@ def memo_dir(module_memo, monkeypatch):
 
 @pytest.fixture
 def nan_plugin(tmp_path, monkeypatch, memo_dir):
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("nanunit"))
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     root = write_dist(tmp_path / "site", "lazylab-nan", "0.1", {"nanunit": "lazylab_nan:UNIT"}, {"lazylab_nan.py": NAN_UNIT})
     monkeypatch.syspath_prepend(str(root))
@@ -199,7 +199,7 @@ def test_trajectory_isolates_a_nan_unit(nan_plugin, capsys, tmp_path):
 
 
 def test_a_second_yat_is_an_error_naming_both_unless_one_is_chosen(tmp_path, monkeypatch, capsys, memo_dir):
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned().replace("lazylab:yat", "yat"))  # yat from any distribution
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-yat", "2.0", {"yat": "lazylab.arms.relu:UNIT"})))
     reset_registry()
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", *TINY)
@@ -218,7 +218,7 @@ def test_a_second_yat_is_an_error_naming_both_unless_one_is_chosen(tmp_path, mon
 
 
 def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_broken_plugin(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("twice", "one", "two"))
     root = write_dist(tmp_path, "lazylab-twice", "1.0", {"twice": "lazylab_twice:UNIT"}, {"lazylab_twice.py": (
         "from dataclasses import replace\nfrom lazylab.arms.relu import UNIT as RELU\nUNIT = replace(RELU, name='twice')\n")})
     egg = root / "lazylab_twice.egg-info"  # the same distribution as an egg-info too (a develop install)
@@ -243,7 +243,7 @@ def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_brok
 
 
 def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, capsys, memo_dir):
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("editable"))
     root = write_dist(tmp_path, "lazylab-editable", "0.1", {"editable": "lazylab_editable:UNIT"},
                       {"lazylab_editable.py": EDITABLE_UNIT})
     monkeypatch.syspath_prepend(str(root))

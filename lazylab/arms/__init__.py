@@ -348,6 +348,11 @@ def source_hash(module: str) -> str:
     return h.hexdigest()[:8]
 
 
+def strict_plugins() -> bool:
+    """Whether ``LAZYLAB_STRICT_PLUGINS`` is set (to anything but empty or ``0``): plugin problems are errors."""
+    return os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
+
+
 def _wanted() -> dict[str, str | None]:
     """``LAZYLAB_ARMS`` as ``{unit: distribution or None}``: entries ``name`` or ``distribution:name``."""
     out: dict[str, str | None] = {}
@@ -383,7 +388,7 @@ def registry() -> Registry:
     if _REGISTRY is not None:
         return _REGISTRY
     wanted = _wanted()
-    strict = os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
+    strict = strict_plugins()
     reg = Registry()
 
     def fail(name: str, dist: str, version: str, message: str) -> None:

@@ -32,7 +32,7 @@ def arms(json_path, check):
     """
     from rich.markup import escape
 
-    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, strict_plugins
 
     prepare_json(json_path)
     reg = registry()
@@ -50,7 +50,7 @@ def arms(json_path, check):
                 status[name] = f"contract: {exc}"
     failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
               for n, s in status.items() if s != "ok"]
-    if failed and os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0"):
+    if failed and strict_plugins():
         raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
     all_arms = reg.arms()
     rows = [

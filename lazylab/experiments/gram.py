@@ -46,8 +46,10 @@ Layer scalars (0-d parameters such as Yat's ``b`` and ``eps`` or the Gaussian
 ``sigma`` from the median heuristic) are those of the ``max_units`` bank and
 are shared by every growing and reference unit, so the units are i.i.d. given
 them. Features of a prefix bank are the prefix columns of the full bank's
-features; this assumes each feature column depends only on its own prototype
-row and the layer scalars (true of every random-feature unit).
+features where each feature column depends only on its own prototype row and
+the layer scalars (every random-feature unit; declared by ``prefix_stable`` or
+checked at one frame width); for any other unit each frame's bank is built
+from its own prototypes (``frame_features``).
 
 The configuration and its checks are in ``lazylab.experiments.gram_config``,
 the pure measures (normalised Gram, block contrast, log-log slope, frame
@@ -320,10 +322,11 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
 
     widths = log_widths(cfg.max_units, cfg.frames)
     labels = np.repeat(np.asarray(cfg.classes), cfg.per_class)
-    grams = np.stack([normalised_gram(phi[:, :m]) for m in widths])
+    frames = [frame_features(arm, cfg.seed + r, p, evaluator, x, d.x_train, widths) for r, p in enumerate(phis)]
+    grams = np.stack([normalised_gram(f) for f in frames[0]])
     contrast = np.array([block_contrast(G, labels) for G in grams])
-    dists = np.array([[np.linalg.norm(normalised_gram(p[:, :m]) - reference) for m in widths] for p in phis])
-    raws = np.array([[np.linalg.norm(p[:, :m] @ p[:, :m].T / m - kernel) for m in widths] for p in phis])
+    dists = np.array([[np.linalg.norm(normalised_gram(f) - reference) for f in fs] for fs in frames])
+    raws = np.array([[np.linalg.norm(f @ f.T / f.shape[1] - kernel) for f in fs] for fs in frames])
     raws /= np.linalg.norm(kernel)
     distance, raw_distance = dists[0], raws[0]
     computed.append("grams")
@@ -343,6 +346,29 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
     return res
 
 
+def frame_features(arm: Arm, seed: int, phi: np.ndarray, evaluator: BankFeatures, x: np.ndarray,
+                   x_train: np.ndarray, widths: np.ndarray) -> list[np.ndarray]:
+    """Each frame's features ``(n, m)``, for ``m`` in ``widths``, of the bank grown from seed ``seed``.
+
+    The first ``m`` columns of the full bank's features ``phi`` ``(n, max_units)`` where that is
+    the bank of the first ``m`` prototypes: for a unit that declares ``prefix_stable``, and for one
+    whose prefix matches its sub-bank at the middle frame width once ``evaluator`` imposes the full
+    bank's layer scalars, as it does on every bank of the movie (the Gaussian unit: only its
+    median-heuristic sigma reads all of ``W``). For any other unit (one that normalises across its
+    units, say) every frame is the bank of its first ``m`` prototypes, built and evaluated.
+    Cost: one small compiled program per frame width for such units, one for the check.
+    """
+    prefixes = [phi[:, :m] for m in widths]
+    if arm.unit.prefix_stable:
+        return prefixes
+    W = np.asarray(make_bank(arm, seed, x_train, width=phi.shape[1]).W[...])
+    sub_bank = lambda m: evaluator(make_bank(arm, seed, x_train, W=W[:m]), x)
+    mid = len(widths) // 2
+    if np.allclose(sub_bank(int(widths[mid])), prefixes[mid], rtol=1e-5, atol=1e-6):
+        return prefixes
+    return [phi if m == len(W) else sub_bank(int(m)) for m in widths]
+
+
 def _reference_kernel(arm: Arm, cfg: GramConfig, evaluator: BankFeatures, x: np.ndarray,
                       x_train: np.ndarray, tick: Progress) -> np.ndarray:
     """Raw Gram ``K_ref = Phi Phi^T / ref_units`` ``(n, n)`` of the reference bank, accumulated chunk by chunk in float64.
@@ -360,6 +386,8 @@ def _reference_kernel(arm: Arm, cfg: GramConfig, evaluator: BankFeatures, x: np.
             tick("reference", j, len(starts))
             Wc = np.asarray(x_train[s : s + DATA_REF_CHUNK], np.float32)
             keep = len(Wc)
+            # Padding the last chunk (one compiled shape) keeps its features' columns where units are
+            # independent given the layer scalars (what the growing frames assume too: frame_features).
             if keep < DATA_REF_CHUNK and len(x_train) >= DATA_REF_CHUNK:
                 Wc = np.concatenate([Wc, np.asarray(x_train[: DATA_REF_CHUNK - keep], np.float32)])
             phi = evaluator(make_bank(arm, stride + j, x_train, W=Wc), x)[:, :keep]

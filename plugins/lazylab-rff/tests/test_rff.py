@@ -26,7 +26,8 @@ D = 784
 
 @pytest.fixture
 def fresh_registry(monkeypatch):
-    monkeypatch.delenv("LAZYLAB_ARMS", raising=False)
+    # The units these tests use, pinned: another plugin installed beside this one changes nothing here.
+    monkeypatch.setenv("LAZYLAB_ARMS", "lazylab:yat,lazylab:relu,lazylab:gaussian,lazylab-rff:rff")
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     reset_registry()
     yield
