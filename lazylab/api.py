@@ -52,7 +52,7 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
     widths = [int(w) for w in plan["widths"]]
     rates, cells = Rows(), Rows()
     for a in payload["arms"]:
-        rates.append(ArmRate(arm=a["arm"], plugin=a.get("plugin"), lr=_f(a.get("lr")),
+        rates.append(ArmRate(arm=a["arm"], plugin=a.get("plugin"), unit=a.get("unit"), init=a.get("init"), lr=_f(a.get("lr")),
                              bracket={float(k): _f(v) for k, v in (a.get("bracket") or {}).items()},
                              failed=a.get("failed")))
         for w in widths:

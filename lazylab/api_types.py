@@ -66,9 +66,10 @@ class Cell:
 class ArmRate:
     """An arm's learning rate: ``lr`` chosen by the bracket at m = 256, seed 0 (SPEC section 5), or fixed.
 
-    Attributes: arm; plugin (``"<distribution> <version>"``, None in older files); lr (None if every
-    bracket run diverged); bracket: ``{rate: best_acc (%) or None}`` (empty for a fixed rate);
-    failed: the unit failure that stopped the arm, or None.
+    Attributes: arm; plugin (``"<distribution> <version>+src.<hash>"``, None in older files); lr (None
+    if every bracket run diverged); bracket: ``{rate: best_acc (%) or None}`` (empty for a fixed rate);
+    failed: the unit failure that stopped the arm, or None; unit and init (``"random"``/``"data"``):
+    the arm's unit and initialisation (None in files written before they were recorded).
     """
 
     arm: str
@@ -76,6 +77,8 @@ class ArmRate:
     lr: float | None
     bracket: dict[float, float | None] = field(default_factory=dict)
     failed: str | None = None
+    unit: str | None = None
+    init: str | None = None
 
 
 @dataclass

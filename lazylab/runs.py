@@ -51,7 +51,9 @@ KIND_OF = {
 }
 KINDS = tuple(KIND_OF.values())
 FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_acc", "final_acc", "seconds",
-          "code", "key", "stored", "detail")
+          "code", "plugin", "provenance", "key", "stored", "detail")
+# What ``Run.provenance`` says of a row whose unit is not the installed one.
+NOT_INSTALLED, STALE_SOURCE, OTHER_VERSION = "not installed", "stale source", "other version"
 _KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train|-lambda)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
 
 
@@ -75,6 +77,13 @@ class Run:
       seconds: wall time the result took to compute (None when not recorded).
       code: the code identity that computed it (``lazylab.config.code_identity``); None for
         entries older than code identities.
+      plugin: the identity of the plugin that provided the arm's unit,
+        ``"<distribution> <version>+src.<hash>"`` (``lazylab.arms.Arm.plugin``); None where the kind
+        stores none (gram, readout, redundancy, the NTK studies).
+      provenance: ``""`` when that plugin is the one installed (or the row names none);
+        ``"not installed"`` (no installed arm of that name), ``"stale source"`` (the installed
+        distribution and version have other source files: an edit in place) or ``"other version"``
+        (another distribution or version is installed). Such rows are never reused.
       key: the memo key (for a result stored in parts, the key of the result, without the part).
       stored: when it was written, ISO 8601 in UTC (``2026-12-03T10:15:00+00:00``), or None.
       detail: one line of what the kind adds (``diverged at epoch 3``, the unstable reason, a
@@ -93,6 +102,8 @@ class Run:
     final_acc: float | None = None
     seconds: float | None = None
     code: str | None = None
+    plugin: str | None = None
+    provenance: str = ""
     key: str = ""
     stored: str | None = None
     detail: str = ""
@@ -166,6 +177,7 @@ def run_from_record(rec: dict, kind: str = "run", key: str | None = None) -> Run
     run = Run(kind=kind, key=key if key is not None else rec.get("key", ""))
     _fill(run, rec)
     run.code = run.config.get("code") if isinstance(run.config.get("code"), str) else None
+    run.plugin = _plugin_of(run.config)
     return run
 
 
@@ -244,6 +256,37 @@ def _fill(run: Run, rec: dict) -> None:
         run.detail = _checks(rec.get("checks"))
 
 
+def _plugin_of(config: dict) -> str | None:
+    """The plugin identity in a stored configuration (an NTK arm's is in its ``run`` part)."""
+    for cfg in (config, config.get("run") if isinstance(config.get("run"), dict) else {}):
+        if isinstance(cfg.get("plugin"), str) and cfg["plugin"]:
+            return cfg["plugin"]
+    return None
+
+
+def installed_arms() -> dict:
+    """``{arm name: lazylab.arms.Arm}`` of the installed units; {} when the registry cannot load (strict mode)."""
+    from lazylab.arms import registry
+
+    try:
+        return registry().arms()
+    except LazylabError:
+        return {}
+
+
+def provenance(arm: str | None, plugin: str | None, installed: dict) -> str:
+    """What a row computed by ``plugin`` for ``arm`` is to the installed units (``Run.provenance``)."""
+    if not arm or not plugin:
+        return ""
+    now = installed.get(arm)
+    if now is None:
+        return NOT_INSTALLED
+    if now.plugin == plugin:
+        return ""
+    release = lambda identity: identity.split("+src.", 1)[0]
+    return STALE_SOURCE if release(now.plugin) == release(plugin) else OTHER_VERSION
+
+
 def _check_filters(arms, widths, seeds, kinds) -> None:
     """One-line LazylabError for a filter value of the wrong type or out of range, or an unknown kind."""
     for k in kinds or ():
@@ -308,6 +351,7 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
         return listing
     current = code_identity()
     entries = memo.entries()
+    installed = installed_arms()
     rows, other, seen_arms = [], 0, set()
     for key, tag, stored in entries:
         m = _KEY.fullmatch(key)
@@ -324,6 +368,8 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
             run.detail = "record in an unknown layout"
         if run.code is None and isinstance(run.config.get("code"), str):
             run.code = run.config["code"]
+        run.plugin = _plugin_of(run.config)
+        run.provenance = provenance(run.arm, run.plugin, installed)
         if stored is not None:
             run.stored = datetime.fromtimestamp(stored, timezone.utc).isoformat(timespec="seconds")
         if run.arm:
@@ -343,6 +389,26 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
     rows.sort(key=sort_key)
     return RunListing(runs=rows, directory=memo.directory, entries=len(entries), other_code=other,
                       problems=list(memo.problems))
+
+
+def superseded_note(memo: Memo, arms) -> str | None:
+    """One line saying why runs of ``arms`` (``lazylab.arms.Arm``) that the memo seems to hold are computed
+    again: it holds runs of those arm names computed by another plugin identity (an edited, upgraded or
+    other plugin), never reused. None when it holds none.
+    """
+    names = {a.name: a for a in arms}
+    if not names:
+        return None
+    held = [r for r in list_runs(memo=memo, arms=list(names), kinds=["run", "convex"]).runs
+            if r.plugin and r.plugin != names[r.arm].plugin]
+    if not held:
+        return None
+    by: dict[tuple[str, str], int] = {}
+    for r in held:
+        by[(r.arm, r.plugin)] = by.get((r.arm, r.plugin), 0) + 1
+    what = "; ".join(f"{n} of {arm} by {plugin} ({provenance(arm, plugin, names)}; installed: {names[arm].plugin})"
+                     for (arm, plugin), n in sorted(by.items()))
+    return f"note: the memo holds results computed by another plugin, never reused, so these are computed again: {what}"
 
 
 def sort_key(run: Run) -> tuple:

@@ -61,6 +61,9 @@ def test_ladder_runs_on_real_data_and_second_run_computes_nothing(capsys, memo_d
     assert "2 epochs on 2048 training images" in out and "(4 runs)" in out
     first = json.loads(out_json.read_text())
     cells = {a["arm"]: a["cells"] for a in first["arms"]}
+    # each arm's unit and init are recorded, so the file draws right where its plugin is not installed
+    assert [(a["arm"], a["unit"], a["init"]) for a in first["arms"]] == [("yat-frozen", "yat", "random"),
+                                                                        ("relu-frozen", "relu", "random")]
     # Wider banks read out better even after one epoch on 512 images.
     assert cells["yat-frozen"]["64"]["mean"] > cells["yat-frozen"]["8"]["mean"]
     assert cells["relu-frozen"]["64"]["mean"] > 60.0

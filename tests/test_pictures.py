@@ -146,6 +146,20 @@ def test_plugin_colours_are_stable_and_never_the_warning_colour():
     assert style.parse_arm("foo-data-trained") == ("foo", "data", "trained")
 
 
+def test_an_arm_whose_plugin_is_not_installed_is_drawn_with_the_init_its_file_records():
+    """A data-seeded plugin arm named without '-data' (its default init): the name alone says random."""
+
+    def marker(payload) -> str:
+        fig = F.accuracy_plot(payload)
+        (bars,) = [c for ax in fig.axes for c in ax.containers if c.get_label() == "scs-frozen"]
+        return bars.lines[0].get_marker()
+
+    payload = _payload(["scs-frozen", "relu-frozen"])
+    assert style.parse_arm("scs-frozen")[1] == "random" and marker(payload) == style.INIT_MARKERS["random"]
+    payload["arms"][0].update(unit="scs", init="data")
+    assert marker(payload) == style.INIT_MARKERS["data"]
+
+
 # ---------------------------------------------------------------- unstable
 def _unstable_lines(fig):
     return [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == "unstable"]

@@ -20,6 +20,7 @@ import pytest
 
 from cli_helpers import lines, pinned, run, write_dist
 import lazylab
+import lazylab.api
 from lazylab.arms import ContractError, registry, reset_registry
 
 TINY = ["--train-size", "512", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -248,7 +249,7 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
                       {"lazylab_editable.py": EDITABLE_UNIT})
     monkeypatch.syspath_prepend(str(root))
     argv = ["ladder", "--arms", "editable-frozen", "--widths", "8", *TINY, "--no-figures"]
-    counts = []
+    counts, notes = [], []
     for edit in (None, None, "\n# a comment: same version, other source\n"):
         if edit:
             with open(root / "lazylab_editable.py", "a") as f:
@@ -257,8 +258,26 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
         code, out, err = run(capsys, *argv)
         assert code == 0, err
         counts.append(next(l for l in out.splitlines() if l.startswith("runs:")).split(" from")[0])
-    reset_registry()
+        notes.append([l for l in lines(err) if "another plugin" in l])
     assert counts == ["runs: 1 computed, 0", "runs: 0 computed, 1", "runs: 1 computed, 0"]
+    # One line says why the run was computed again; the listing marks the older row.
+    assert notes[:2] == [[], []] and len(notes[2]) == 1
+    new = registry().arm("editable-frozen").plugin
+    (old,) = {r.plugin for r in lazylab.api.runs(arm="editable-frozen")} - {new}
+    assert f"1 of editable-frozen by {old} (stale source; installed: {new})" in notes[2][0]
+    rows = {r.plugin: r.provenance for r in lazylab.api.runs(arm="editable-frozen")}
+    assert rows == {old: "stale source", new: ""}
+    code, out, _ = run(capsys, "runs", "--arm", "editable-frozen", "--json", "-")
+    assert {r["plugin"]: r["provenance"] for r in json.loads(out)["runs"]} == rows
+
+    # Uninstalled: the arm is unknown, and the error says what the memo holds of it.
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned())
+    reset_registry()
+    code, _, err = run(capsys, "ladder", *argv[1:])
+    (line,) = errors(err)
+    assert "unknown arm 'editable-frozen'" in line and f"holds 2 results of it, computed by {min(rows)}, {max(rows)}" in line
+    assert {r.provenance for r in lazylab.api.runs(arm="editable-frozen")} == {"not installed"}
+    reset_registry()
 
 
 def write_idx(path: Path, a: np.ndarray, gz: bool = True) -> None:

@@ -226,7 +226,27 @@ def get_arm(name: str):
     try:
         return lookup(name)
     except LazylabError as exc:
-        raise LazylabError(did_you_mean(str(exc), name, known_arms())) from None
+        raise LazylabError(did_you_mean(str(exc), name, known_arms()) + _held_in_memo(name)) from None
+
+
+def _held_in_memo(name: str) -> str:
+    """``; the memo at ... holds N results of it, computed by ...`` for an arm that is not installed but
+    whose results the command's memo (``--cache-dir``, else the default) holds; "" otherwise."""
+    from lazylab.errors import LazylabError
+    from lazylab.runs import list_runs
+
+    ctx = click.get_current_context(silent=True)
+    cache_dir = ctx.params.get("cache_dir") if ctx is not None else None
+    try:
+        listing = list_runs(cache_dir, arms=[name], kinds=None, any_code=True)
+    except (LazylabError, OSError):
+        return ""
+    if not listing.runs:
+        return ""
+    plugins = sorted({r.plugin for r in listing.runs if r.plugin}) or ["an unrecorded plugin"]
+    n = len(listing.runs)
+    return (f"; the memo at {listing.directory} holds {n} result{'s' if n != 1 else ''} of it, computed by "
+            f"{', '.join(plugins)}: install that plugin to reuse them (lazylab runs --arm {name} lists them)")
 
 
 def parse_arms(value: str | None) -> tuple:

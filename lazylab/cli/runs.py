@@ -47,8 +47,9 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
 
     One row per result, sorted by kind, arm, width and seed: its kind, arm, width m, seed,
     learning rate, epochs, training images, best and final test accuracy (%), seconds, when it
-    was stored (UTC) and what the kind adds (a run's instability, a convex readout's lambda, a
-    redundancy's bank). Nothing is computed. Filters combine (a row must pass each); a row
+    was stored (UTC), the plugin that provided its unit (marked "stale source" after an edit in
+    place, "other version" or "not installed": such rows are never reused) and what the kind
+    adds (a run's instability, a convex readout's lambda, a redundancy's bank). Nothing is computed. Filters combine (a row must pass each); a row
     without the field (a redundancy has no arm) never passes a filter on it. Gram and readout
     entries do not store their configuration: only their accuracies and key are listed. Each
     filter takes one value or a list, spelled either way (--arm or --arms, --width or --widths).
@@ -102,6 +103,7 @@ def _table(rows, any_code: bool) -> Table:
         table.add_column(name, justify=justify, no_wrap=True)
     if any_code:
         table.add_column("code")
+    table.add_column("plugin")
     table.add_column("detail")
     for r in rows:
         cells = [r.kind, r.arm or "-", num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
@@ -109,7 +111,8 @@ def _table(rows, any_code: bool) -> Table:
                  r.stored[:16].replace("T", " ") if r.stored else "-"]
         if any_code:
             cells.append(escape(r.code or "lazylab 0.1.0 (no code identity)"))
-        table.add_row(*cells, escape(r.detail))
+        plugin = escape(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else "")
+        table.add_row(*cells, plugin, escape(r.detail))
     return table
 
 

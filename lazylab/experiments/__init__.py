@@ -115,9 +115,11 @@ class Workspace:
         if groups and not self._stale_noted:
             # Say once why runs a user thinks are stored are computed again.
             self._stale_noted = True
-            note = self.memo.stale_note()
-            if note:
-                self.memo.problems.append(note)
+            from lazylab.runs import superseded_note
+
+            for note in (self.memo.stale_note(), superseded_note(self.memo, [arm for arm, _ in todo.values()])):
+                if note:
+                    self.memo.problems.append(note)
         for group, records in self.backend.compute(self, groups, reporter, train_runs):
             for cfg, record in zip(group, records):
                 if record.get("failed"):  # a unit failure is not a result: never stored

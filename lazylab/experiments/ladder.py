@@ -87,6 +87,8 @@ class ArmSummary:
     arm: str
     plugin: str
     lr: float | None
+    unit: str = ""  # the arm's unit and init, so a file drawn where its plugin is not installed draws it right
+    init: str = ""
     bracket: dict[str, float | None] = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
     cells: dict[int, dict] = field(default_factory=dict)
@@ -108,7 +110,8 @@ class LadderResult:
         return {
             "plan": self.plan,
             "arms": [
-                {"arm": a.arm, "plugin": a.plugin, "lr": a.lr, "bracket": a.bracket, "selection": a.selection,
+                {"arm": a.arm, "plugin": a.plugin, "unit": a.unit, "init": a.init, "lr": a.lr, "bracket": a.bracket,
+                 "selection": a.selection,
                  "cells": {str(w): c for w, c in a.cells.items()}, **({"failed": a.failed} if a.failed else {})}
                 for a in self.arms
             ],
@@ -164,7 +167,8 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
             raise LazylabError(f"{arm.name}: width {widest} exceeds the {plan.train_size} training images available "
                                "for data seeding (lower --widths or raise --train-size)")
     reporter.plan(plan.n_runs())
-    summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr) for arm in plan.arms]
+    summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr, unit=arm.unit.name, init=arm.init)
+                 for arm in plan.arms]
     runs = {}  # by memo key: a bracket run reused as a ladder cell appears once
     if plan.lr is None:
         for summary, (bracket, records) in zip(summaries, run_brackets(ws, plan.arms, plan.protocol(), plan.bracket,

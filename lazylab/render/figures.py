@@ -128,7 +128,7 @@ def accuracy_plot(payload: dict):
     lows, highs, styles, flagged = [], [], [], []
     for arm, pts in series:
         x, y, s = map(np.asarray, zip(*pts))
-        st = arm_style(arm)
+        st = _style(payload, arm)
         styles.append(st)
         cells = next(a for a in payload["arms"] if a["arm"] == arm)["cells"]
         every = all(unstable.get(arm, {}).get(int(w), 0) >= (cells[str(int(w))].get("n") or 1) for w in x)
@@ -228,7 +228,7 @@ def movement_plot(payload: dict, sqrt_sign: str = "auto"):
     ax = fig.add_subplot()
     logs = []
     for arm, pts in series:
-        st = arm_style(arm)
+        st = _style(payload, arm)
         x, y, s = map(np.asarray, zip(*pts))
         lower = np.minimum(s, y * 0.999)  # keep the lower bar above 0 on a log axis
         law = movement_law_or_why(laws.get(arm))
@@ -297,7 +297,7 @@ def wall_plot(payload: dict):
     fig = figure((4.6 * cols + 0.6, 3.4 * rows_n + 0.9), 110, layout="constrained")
     axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
     for ax, (arm, rows) in zip(axes, arms.items()):
-        st = arm_style(arm)
+        st = _style(payload, arm)
         x = np.asarray(sorted(int(w) for w in rows))
         proto = np.asarray([rows[str(w)]["best_acc"] for w in x])
         conv = np.asarray([rows[str(w)]["convex_acc"] for w in x])
@@ -361,7 +361,7 @@ def answer_plot(payload: dict):
         pts = sorted((int(w), c["mean"], c.get("std") or 0.0) for w, c in a["cells"].items() if c.get("mean") is not None)
         if not pts:
             continue
-        st = arm_style(arm)
+        st = _style(payload, arm)
         x, y, s = map(np.asarray, zip(*pts))
         # a data-seeded arm shares its unit's colour: drawn dashed as well as with its own marker
         handles.append(ax.errorbar(x, y, yerr=s, color=st.colour, marker=st.marker, markersize=5, capsize=3,
@@ -396,6 +396,13 @@ def answer_plot(payload: dict):
     ax.grid(True, which="major", alpha=0.25)
     fig.legend(handles=handles, fontsize=8.5, ncols=2, loc="outside lower center", frameon=False)
     return fig
+
+
+def _style(payload: dict, arm: str):
+    """The arm's style, with the init its ladder file records (an arm whose plugin is not installed
+    here is drawn with its own init, not one guessed from its name)."""
+    init = next((a.get("init") for a in payload.get("arms") or [] if a.get("arm") == arm), None)
+    return arm_style(arm, init or None)
 
 
 def _arm_lr(payload: dict, arm: str):

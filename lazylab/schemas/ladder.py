@@ -142,6 +142,8 @@ class ArmSummary(Model):
 
     arm: Name
     plugin: str | None = None
+    unit: str | None = None  # absent from files written before the field
+    init: Literal["random", "data"] | None = None
     lr: Rate | None = None
     bracket: dict[RateKey, Accuracy | None] = {}
     selection: Selection | None = None
