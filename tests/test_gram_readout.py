@@ -142,6 +142,19 @@ def test_gram_on_real_images_crystallizes_and_second_invocation_reuses_the_memo(
     assert payload["fit"]["slope"] == pytest.approx(first.fit["slope"])
     rows = list(csv.DictReader(open(out_dir / "gram.csv")))
     assert [int(r["width"]) for r in rows] == payload["widths"]
+    # Again: the GIF drawn from the same result is kept, not drawn again; a GIF changed by hand is redrawn.
+    argv = ["gram", "--max-units", "128", "--frames", "8", "--ref-units", str(128 * 16), "--per-class", "6",
+            "--images", "tshirt,trouser,sneaker", "--out", str(out_dir)]
+    before = (out_dir / "gram.gif").stat().st_mtime_ns
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "kept (drawn from the same result)" in out
+    assert (out_dir / "gram.gif").stat().st_mtime_ns == before
+    assert json.loads((out_dir / "gram.json").read_text())["gif"] == payload["gif"]
+    with open(out_dir / "gram.gif", "ab") as f:
+        f.write(b"\0")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "wrote " + str(out_dir / "gram.gif") in out
+    assert json.loads((out_dir / "gram.json").read_text())["gif"]["sha256"] == payload["gif"]["sha256"]
 
 
 @pytest.mark.slow

@@ -99,16 +99,59 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
 def _compute_then_draw(ws, compute, draw, path: Path):
     """``compute(tick)`` then ``draw(result, path)`` under one progress display; memo problems go to stderr.
 
-    Returns ``(result, info)`` where ``info`` is what ``draw`` returns.
+    The GIF is not drawn again when the JSON written beside it last time (``<stem>.json``) says it
+    was drawn from the same result by the same drawing code (``gif.drawn_from``) and the file is still
+    the one written then (its SHA-256): a memoized ``gram``/``readout`` costs its lookups alone.
+    Returns ``(result, info, facts, drawn)``: ``info`` what ``draw`` returns (or the kept GIF's), ``facts``
+    the GIF's facts for the JSON (``gif_facts`` with ``sha256`` and ``drawn_from``), ``drawn`` whether it
+    was drawn now.
     """
     with Display() as display:
         result = compute(stage_ticker(display))
-        task = display.task(f"drawing {path.name}")
-        info = draw(result, path)
-        display.finish(task)
+        drawn_from = _drawn_from(result, draw)
+        info = _kept_gif(path, drawn_from)
+        drawn = info is None
+        if drawn:
+            task = display.task(f"drawing {path.name}")
+            info = draw(result, path)
+            display.finish(task)
     for line in ws.memo.problems:
         click.echo(line, err=True)
-    return result, info
+    return result, info, {**gif_facts(info), "sha256": _sha256(info.path), "drawn_from": drawn_from}, drawn
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _drawn_from(result, draw) -> str:
+    """A digest of what a GIF shows: the result's JSON and the drawing code's version (``RENDER_SCHEMA``)."""
+    import hashlib
+    import json
+
+    from lazylab.render.report import RENDER_SCHEMA
+
+    what = json.dumps([draw.__name__, RENDER_SCHEMA, result.to_json()], sort_keys=True, default=str)
+    return hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+def _kept_gif(path: Path, drawn_from: str):
+    """The GIF at ``path`` as a GifInfo when ``<stem>.json`` beside it records the same ``drawn_from`` and
+    the file's SHA-256; else None (absent, changed, or drawn from something else)."""
+    import json
+
+    from lazylab.render.gifs import GifInfo
+
+    try:
+        facts = json.loads(path.with_suffix(".json").read_text()).get("gif") or {}
+        if facts.get("drawn_from") != drawn_from or Path(facts["path"]).resolve() != path.resolve() \
+                or _sha256(path) != facts.get("sha256"):
+            return None
+        return GifInfo(path, int(facts["frames"]), int(facts["bytes"]), tuple(facts["size"]), int(facts["dpi"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @click.command()
@@ -160,8 +203,9 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "gram", "--out")
-    result, info = _compute_then_draw(ws, lambda tick: run_gram(ws, arm, cfg, tick), gram_gif, out_dir / "gram.gif")
-    payload = {**result.to_json(), "gif": gif_facts(info)}
+    result, info, facts, drawn = _compute_then_draw(ws, lambda tick: run_gram(ws, arm, cfg, tick), gram_gif,
+                                             out_dir / "gram.gif")
+    payload = {**result.to_json(), "gif": facts}
     write_results(out_dir, "gram", {**payload, "rows": result.rows()})
     names = ", ".join(CLASS_NAMES[c] for c in cfg.classes)
     ref = (f"every one of the {cfg.ref_units:,} training images" if arm.init == "data" else
@@ -188,7 +232,8 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
     out.print(f"block contrast (within - cross class): {c[0]:.4f} at m={w[0]}, {c[-1]:.4f} at m={w[-1]}; "
               f"reference bank {result.reference_contrast:.4f}")
     out.print(f"distance to reference: {dist[0]:.4f} at m={w[0]}, {dist[-1]:.4f} at m={w[-1]}")
-    out.print(f"wrote {gif_line(info)}, {out_dir / 'gram.json'}, {out_dir / 'gram.csv'}")
+    out.print(f"{'wrote' if drawn else 'kept (drawn from the same result)'} {gif_line(info)}; "
+              f"wrote {out_dir / 'gram.json'}, {out_dir / 'gram.csv'}")
     source = "everything from the memo" if result.cached else f"computed: {', '.join(result.computed)}"
     out.print(f"{source} ({ws.memo.directory}); {result.seconds:.1f} s")
     write_json(json_path, payload)
@@ -232,9 +277,9 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     if est is None:
         return
     out_dir = writable_dir(out_dir or default_out() / "readout", "--out")
-    result, info = _compute_then_draw(ws, lambda tick: run_readout(ws, arm, configs, tick), readout_gif,
-                                      out_dir / "readout.gif")
-    payload = {**result.to_json(), "gif": gif_facts(info)}
+    result, info, facts, drawn = _compute_then_draw(ws, lambda tick: run_readout(ws, arm, configs, tick), readout_gif,
+                                             out_dir / "readout.gif")
+    payload = {**result.to_json(), "gif": facts}
     write_results(out_dir, "readout", {**payload, "rows": result.rows()})
     out.print(f"readout: {arm.name} ({arm.plugin}), nnx.Linear(m, 10) by full-batch Adam lr {lr:g}, {steps} steps "
               f"on {train_size:,} training images; test accuracy (%) on the full test set every {eval_every} steps")
@@ -247,7 +292,8 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
     right = int((result.widest.preds[-1, result.show_index] == result.show_labels).sum())
     out.print(f"garments shown: test images {', '.join(map(str, result.show_index.tolist()))}; "
               f"m={result.widest.width} gets {right}/{len(result.show_index)} right at the end")
-    out.print(f"wrote {gif_line(info)}, {out_dir / 'readout.json'}, {out_dir / 'readout.csv'}")
+    out.print(f"{'wrote' if drawn else 'kept (drawn from the same result)'} {gif_line(info)}; "
+              f"wrote {out_dir / 'readout.json'}, {out_dir / 'readout.csv'}")
     source = "everything from the memo" if result.cached else f"computed: {', '.join(result.computed)}"
     out.print(f"{source} ({ws.memo.directory}); {result.seconds:.1f} s")
     write_json(json_path, payload)
