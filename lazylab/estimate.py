@@ -62,7 +62,8 @@ RAY_GAIN_PER_EXTRA_CORE = 0.25
 # wall), and one 2,000-step run of the 1-D NTK lab (its 40-run sweep, widths 8-1024, took
 # 37 s with imports and the PNG).
 GIF_FRAME_S = 0.12
-RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0}  # beyond COMMAND_S, from a full memo
+RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0,  # beyond COMMAND_S, from a full memo
+                 "ladders": 8.0}
 NTK_RUN_S = 0.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
@@ -559,6 +560,13 @@ def render_estimate(ws, settings, stages: tuple = ("gifs", "figures", "report"),
 
     pricer = Pricer(cal or calibration(), cache_limit)
     parts, stages = [], set(stages)
+    if stages == {"ladders"}:  # render report --sections ladders: the ladders alone
+        spec = R.ladder_spec(ws, settings.ladder)
+        if spec["plan"] is not None:
+            rows, seconds, notes = _ladder(ws, spec["plan"], pricer)
+            parts.append(([{**r, "phase": f"ladder {r['phase']}"} for r in rows], seconds,
+                          [f"your ladder: {spec['name']} ({spec['note']})"] + notes))
+        return _estimate("render report --sections ladders", ws, parts, RENDER_DRAW_S["ladders"], pricer)
     report, figures = "report" in stages, "figures" in stages or "report" in stages
     gifs = "gifs" in stages or report
     spec = R.ladder_spec(ws, settings.ladder) if figures else {"plan": None}

@@ -475,3 +475,21 @@ def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered,
     lab.write_text(json.dumps({"checks": []}))
     code, out, err = run(capsys, "render", "gifs", "--from", lab, "--out", tmp_path / "o", "--cache-dir", memo)
     assert_one_line_error(code, err, "lazylab ntk")
+
+
+def test_report_sections_ladders_draws_the_ladders_alone(capsys, memo_dir, tmp_path):
+    """`render report --from FILE --sections ladders`: the paper ladder and the file's, nothing else computed or drawn."""
+    ladder = tmp_path / "small.json"
+    code, _, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", "--seeds", "0", "--train-size", "2048",
+                       "--epochs", "1", "--lr", "0.1", "--no-figures", "--json", ladder)
+    assert code == 0, err
+    out_dir = tmp_path / "page"
+    code, out, err = run(capsys, "render", "report", "--from", ladder, "--sections", "ladders", "--out", out_dir)
+    assert code == 0, err
+    manifest = json.loads((out_dir / MANIFEST).read_text())
+    assert set(manifest["jobs"]) == {"paper", "ladder"} and "2 jobs: 0 computed something" in out
+    page = (out_dir / REPORT).read_text()
+    assert 'id="paper"' in page and 'id="ladder"' in page and "relu-frozen" in page
+    for absent in ("gram", "readout", "trajectory", "ntk"):
+        assert f'id="{absent}"' not in page and f'href="#{absent}"' not in page
+    assert not list(out_dir.glob("*.gif"))

@@ -85,8 +85,8 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
     with Display() as display:
         renderer = Renderer(ws, out_dir, settings, stage_ticker(display), redraw=redraw)
         for stage in stages:
-            if stage == "report":
-                page, more = renderer.report()
+            if stage in ("report", "ladders"):
+                page, more = getattr(renderer, stage)()
             else:
                 more = getattr(renderer, stage)()
             seen = {e["name"] for e in entries}
@@ -168,11 +168,15 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json, dry_run):
 def _computing_command(name: str, stages: tuple, doc: str):
     """``lazylab render NAME``: the render command running ``stages`` that may compute ladder runs."""
     def command(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
-                dry_run):
-        _render(stages, out_dir, redraw, data_dir, cache_dir,
+                dry_run, sections="all"):
+        _render(("ladders",) if sections == "ladders" else stages, out_dir, redraw, data_dir, cache_dir,
                 _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
 
     command.__doc__ = doc
+    if name == "report":
+        command = click.option(
+            "--sections", type=click.Choice(["all", "ladders"]), default="all", show_default=True,
+            help="ladders: the page with the paper ladder and yours alone (nothing else computed or drawn).")(command)
     return render.command(name)(_computing_render_options(command))
 
 
@@ -189,6 +193,7 @@ render_report = _computing_command("report", ("report",), """report.html: the pa
     Examples:
       lazylab render report --dry-run           # what it would compute first
       lazylab render report --from results.json # your ladder from `lazylab ladder --json results.json`
+      lazylab render report --from results.json --sections ladders   # its ladder sections alone, in seconds
     """)
 render_all = _computing_command("all", ("gifs", "figures", "report"), """Run gifs, then figures, then report (each picture drawn at most once).
 

@@ -14,6 +14,13 @@ from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _img, _provena
 from lazylab.render.ladder_sections import _ladder_section, _paper_section
 
 
+_NTK_JOBS = ("ntk_lab", "ntk_lab_figure", "ntk_sweep", "ntk_scalar", "ntk_audit")
+# The page's sections: anchor, navigation label, the jobs that fill it (none: always shown).
+_SECTIONS = (("paper", "paper ladder", ()), ("ladder", "your ladder", ()), ("gram", "Gram", ("gram",)),
+             ("readout", "readout", ("readout",)), ("trajectory", "trajectories", ("trajectory", "trajectory_finals")),
+             ("ntk", "NTK", _NTK_JOBS), ("provenance", "versions", ()))
+
+
 def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     """The report page from a manifest (see ``Renderer.report``)."""
     J = manifest["jobs"]
@@ -24,8 +31,8 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
              f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Every picture below comes from the "
              f"memo (or was computed for it); its exact configuration, memo keys and the versions that drew it are "
              f"under each one.</p>",
-             '<nav><a href="#paper">paper ladder</a><a href="#ladder">your ladder</a><a href="#gram">Gram</a><a href="#readout">readout</a>'
-             '<a href="#trajectory">trajectories</a><a href="#ntk">NTK</a><a href="#provenance">versions</a></nav>']
+             "<nav>" + "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label, jobs in _SECTIONS
+                               if not jobs or any(j in J for j in jobs)) + "</nav>"]
 
     pplan = ((J.get("paper") or {}).get("data") or {}).get("plan") or {}
     shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
@@ -103,7 +110,9 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             + "".join(f"<p class=note>note: {_e(n)}</p>" for n in d.get("notes", []))
             + _provenance(t or tf) + "</section>")
 
-    parts.append('<section id="ntk"><h2>Lazy versus rich: the NTK</h2>')
+    ntk = any(J.get(j) for j in _NTK_JOBS)
+    if ntk:
+        parts.append('<section id="ntk"><h2>Lazy versus rich: the NTK</h2>')
     lab, labf = J.get("ntk_lab"), J.get("ntk_lab_figure")
     if lab or labf:
         s = (lab or labf)["data"]["summary"]
@@ -148,7 +157,8 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
         ok = sum(1 for c in checks if c["ok"])
         parts.append(f"<h3>Audit of the 1-D lab</h3><p>{ok}/{len(checks)} checks behave as required.</p>"
                      + _checks_table(checks, "audit-table") + _provenance(au))
-    parts.append("</section>")
+    if ntk:
+        parts.append("</section>")
 
     vrows = [[_e(k), _e(v)] for k, v in env.items()]
     prow = [[_e(p["unit"]), _e(p["distribution"]), _e(p["version"]), _e(p["status"])] for p in plugin_rows]

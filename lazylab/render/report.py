@@ -52,6 +52,7 @@ REPORT = "report.html"
 GIF_JOBS = ("gram", "readout", "trajectory", "ntk_lab")
 FIGURE_JOBS = ("paper", "ladder", "trajectory_finals", "ntk_lab_figure", "ntk_sweep", "ntk_scalar")
 DATA_JOBS = ("ntk_audit",)
+LADDER_JOBS = ("paper", "ladder")  # what ``render report --sections ladders`` draws
 Progress = Callable[[str, int, int], None]
 
 
@@ -395,14 +396,21 @@ class Renderer:
     def figures(self) -> list[dict]:
         return self.run(FIGURE_JOBS)
 
-    def report(self) -> tuple[Path, list[dict]]:
-        """Bring every job up to date, then write ``report.html`` from the manifest."""
-        entries = self.run(GIF_JOBS + FIGURE_JOBS + DATA_JOBS)
+    def report(self, jobs: tuple[str, ...] = GIF_JOBS + FIGURE_JOBS + DATA_JOBS) -> tuple[Path, list[dict]]:
+        """Bring ``jobs`` (default: every job) up to date, then write ``report.html`` from the manifest's
+        entries of those jobs alone."""
+        entries = self.run(jobs)
         self._tick("writing report.html")
-        page = report_html(self.manifest, self._versions, plugins())
+        shown = {**self.manifest, "jobs": {k: v for k, v in self.manifest["jobs"].items() if k in jobs}}
+        page = report_html(shown, self._versions, plugins())
         write_text_atomically(self.out / REPORT, page, "--out")
         self._done("writing report.html")
         return self.out / REPORT, entries
+
+    def ladders(self) -> tuple[Path, list[dict]]:
+        """``report.html`` with the ladder sections alone (the paper ladder and yours): nothing else is
+        computed or drawn (``render report --sections ladders``)."""
+        return self.report(LADDER_JOBS)
 
 
 def _payload_data(payload: dict) -> dict:
