@@ -1,6 +1,6 @@
 """The estimate of a ladder against its measured cost (issue 25: within a factor of 2).
 
-Usage: .venv/bin/python bench/estimate.py [--recalibrate] [--skip-run]
+Usage: .venv/bin/python bench/estimate.py [--recalibrate] [--skip-run] [--cold] [--readout-both]
 
 In one run:
 1. This machine's calibration (``lazylab.calibration``: kept in
@@ -8,8 +8,11 @@ In one run:
    so that the estimate and the run below see the same load on the machine).
 2. The quick preset's estimate from an empty temporary memo, then
    ``lazylab ladder --preset quick`` run into that memo as a user runs it (a
-   subprocess, jax's compilation cache as configured), its wall time, peak RSS and
-   the memo's size measured; both printed with their ratios.
+   subprocess, jax's compilation cache as configured; ``--cold``: an empty one, as on
+   a fresh machine, and the estimate told so), its wall time, peak RSS and the memo's
+   size measured; both printed with their ratios. ``--readout-both`` then does the
+   same for ``lazylab ladder --preset quick --readout both`` (the convex readouts too)
+   into another empty memo (and, with ``--cold``, another empty compilation cache).
 3. The paper preset's estimate from an empty memo (local and Ray), next to the
    shipped reference run's record (``lazylab/reference/paper.json``: 260 runs with
    ``--backend ray``, 2 workers, other jobs sharing the cores): its summed run
@@ -62,6 +65,28 @@ def show(label: str, est) -> None:
         print(f"  note: {note}")
 
 
+def measure(label: str, args: list[str], memo: Path, tmp: Path, est, env: dict) -> Path:
+    """Run ``lazylab ladder ARGS`` into ``memo`` as a user would; print its wall time, peak RSS, memo size and
+    the estimate's ratios; returns the JSON it wrote."""
+    out_json = tmp / f"{label.replace(' ', '_')}.json"
+    cmd = [str(Path(sys.executable).parent / "lazylab"), "ladder", *args, "--cache-dir", str(memo),
+           "--out", str(tmp / "figures"), "--json", str(out_json)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"lazylab ladder failed: {proc.stderr.read().strip()[-500:]}")
+    peak = usage.ru_maxrss * 1024  # KiB on Linux
+    disk = du(memo)
+    runs = json.loads(out_json.read_text())["runs"]
+    print(f"{label}, measured: {len(runs)} runs in {wall:.1f} s (runs' own seconds {sum(r['seconds'] for r in runs):.1f}), "
+          f"peak RSS {gib(peak)}, memo {gib(disk)}; load average after: {os.getloadavg()[0]:.2f}")
+    print(f"{label}, estimate / measured: time {est.seconds / wall:.2f}, peak {est.peak_bytes / peak:.2f}, "
+          f"disk (an upper bound) {est.disk_bytes / disk:.2f}")
+    return out_json
+
+
 def main() -> None:
     from lazylab.calibration import calibration
     from lazylab.estimate import RAY_GAIN_PER_EXTRA_CORE, compile_cache_warm, ladder_estimate
@@ -70,6 +95,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recalibrate", action="store_true", help="measure the calibration again first")
     ap.add_argument("--skip-run", action="store_true", help="estimates only: do not run the quick preset")
+    ap.add_argument("--cold", action="store_true", help="an empty compilation cache for every run (a fresh machine)")
+    ap.add_argument("--readout-both", action="store_true",
+                    help="also run the quick preset with --readout both into another empty memo")
     args = ap.parse_args()
 
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -79,37 +107,34 @@ def main() -> None:
           f"{cal.head_b * 1e9:.0f} ns x m; features {cal.feature_s * 1e9:.1f} ns per image x unit; compile "
           f"{cal.compile_s:.2f} s trained, {cal.frozen_compile_s:.2f} s frozen (warm cache {cal.warm_compile_s:.2f} s, "
           f"{cal.warm_frozen_compile_s:.2f} s)")
-    print(f"jax's compilation cache holds programs: {compile_cache_warm()}")
+    warm = False if args.cold else compile_cache_warm()
+    print(f"jax's compilation cache holds programs: {warm}" + (" (--cold: an empty one per run)" if args.cold else ""))
 
     with tempfile.TemporaryDirectory(prefix="lazylab-estimate-") as tmp:
-        memo = Path(tmp) / "memo"
+        tmp = Path(tmp)
+        env = lambda name: {**os.environ, **({"LAZYLAB_XLA_CACHE": str(tmp / name)} if args.cold else {})}
+        memo = tmp / "memo"
         ws = Workspace(None, memo)
-        est = ladder_estimate(ws, plan_of("quick"), cal=cal)
+        est = ladder_estimate(ws, plan_of("quick"), cal=cal, warm=warm)
         ws.memo.close()
         show("quick preset, estimate", est)
         if not args.skip_run:
-            cmd = [str(Path(sys.executable).parent / "lazylab"), "ladder", "--preset", "quick",
-                   "--cache-dir", str(memo), "--out", str(Path(tmp) / "figures"), "--json", str(Path(tmp) / "q.json")]
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
-            wall = time.perf_counter() - t0
-            if status != 0:
-                sys.exit(f"lazylab ladder failed: {proc.stderr.read().strip()[-500:]}")
-            peak = usage.ru_maxrss * 1024  # KiB on Linux
-            disk = du(memo)
-            runs = json.loads((Path(tmp) / "q.json").read_text())["runs"]
-            print(f"quick preset, measured: {len(runs)} runs in {wall:.1f} s (runs' own seconds {sum(r['seconds'] for r in runs):.1f}), "
-                  f"peak RSS {gib(peak)}, memo {gib(disk)}; load average after: {os.getloadavg()[0]:.2f}")
-            print(f"quick preset, estimate / measured: time {est.seconds / wall:.2f}, peak {est.peak_bytes / peak:.2f}, "
-                  f"disk (an upper bound) {est.disk_bytes / disk:.2f}")
+            measure("quick preset", ["--preset", "quick"], memo, tmp, est, env("xla-quick"))
             ws = Workspace(None, memo)
             again = ladder_estimate(ws, plan_of("quick"), cal=cal)
             ws.memo.close()
             print(f"quick preset, estimate again on the filled memo: {again.in_memo} in the memo, "
                   f"{again.to_compute} to compute, {again.seconds:.1f} s")
+        if args.readout_both and not args.skip_run:
+            memo2 = tmp / "memo-both"
+            ws = Workspace(None, memo2)
+            est2 = ladder_estimate(ws, plan_of("quick"), cal=cal, warm=warm, readout="both")
+            ws.memo.close()
+            show("quick preset --readout both, estimate", est2)
+            measure("quick preset --readout both", ["--preset", "quick", "--readout", "both"], memo2, tmp, est2,
+                    env("xla-both"))
 
-        ws = Workspace(None, Path(tmp) / "empty")
+        ws = Workspace(None, tmp / "empty")
         paper = {b: ladder_estimate(ws, plan_of("paper"), backend=b, cal=cal) for b in ("local", "ray")}
         ws.memo.close()
     for backend, e in paper.items():

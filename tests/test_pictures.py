@@ -139,11 +139,43 @@ def test_a_unit_has_one_colour_in_every_figure_and_every_payload():
 
 
 def test_plugin_colours_are_stable_and_never_the_warning_colour():
+    from matplotlib.colors import to_rgb
+
     for unit in ("rff", "nanunit", "my-unit", "x"):
         c = style.unit_colour(unit)
         assert c == style.unit_colour(unit) and c != style.WARNING_COLOUR
     assert len({style.unit_colour(u) for u in ("yat", "relu", "gaussian", "rff")}) == 4
     assert style.parse_arm("foo-data-trained") == ("foo", "data", "trained")
+    # No spare colour is a grey (the reference lines'); the warning red is far from every unit colour.
+    for c in style.SPARE_COLOURS + tuple(style.UNIT_COLOURS.values()):
+        r, g, b = to_rgb(c)
+        assert max(r, g, b) - min(r, g, b) > 0.1 or max(r, g, b) < 0.15, c  # a hue, or black
+        assert sum((x - y) ** 2 for x, y in zip(to_rgb(c), to_rgb(style.WARNING_COLOUR))) > 0.15, c
+
+
+def test_a_units_second_init_is_a_darker_shade_and_a_unit_may_name_its_colour(monkeypatch):
+    from dataclasses import replace
+
+    from lazylab import arms
+    from lazylab.arms import ContractError, _check_contract
+    from lazylab.arms.relu import UNIT as RELU
+
+    yat, yat_data = style.arm_style("yat-frozen"), style.arm_style("yat-data-frozen")
+    assert yat.colour == style.UNIT_COLOURS["yat"] and yat_data.colour != yat.colour and yat_data.marker != yat.marker
+    assert style.arm_style("gaussian-frozen").colour == style.UNIT_COLOURS["gaussian"]  # its default init is data
+    # A plugin unit's own colour, checked with the contract.
+    teal = replace(RELU, name="teal", colour="#117733")
+    assert _check_contract(teal, "teal") is teal
+    for bad, why in (("#777777", "grey"), ("#E31A1C", "warning red"), ("teal", "#RRGGBB")):
+        with pytest.raises(ContractError, match=why):
+            _check_contract(replace(RELU, name="teal", colour=bad), "teal")
+    reg = arms.Registry(units={"teal": (teal, "lazylab-teal", "0.1")})
+    monkeypatch.setattr(arms, "_REGISTRY", reg)
+    style._registry_colour.cache_clear()
+    try:
+        assert style.unit_colour("teal") == "#117733"
+    finally:
+        style._registry_colour.cache_clear()
 
 
 def test_an_arm_whose_plugin_is_not_installed_is_drawn_with_the_init_its_file_records():

@@ -34,7 +34,8 @@ ENTRY_POINT_GROUP = "lazylab.arms"
 #    (bank(W, x_ref, key=...) for the bank's other randomness) and ``contract``.
 #    Backward compatible: every version-1 unit is a valid version-2 unit.
 # 3: adds the optional ``prefix_stable`` (checked by ``lazylab.testing.check_unit``).
-CONTRACT_VERSION = 3
+# 4: adds the optional ``colour`` (``#RRGGBB``, the unit's colour in every picture).
+CONTRACT_VERSION = 4
 UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 INITS = ("random", "data")
 DEFAULT_LR_GRIDS = {
@@ -89,6 +90,9 @@ class Unit:
         ``W[j]`` (and the key), so the bank built from ``W[:k]`` gives the
         first ``k`` columns of the full bank's features;
         ``lazylab.testing.check_unit`` checks it when declared.
+      colour: (v4, optional) the unit's colour in every picture, ``"#RRGGBB"``
+        (not grey, which draws reference lines, nor the warning red
+        ``#E31A1C``); default: one picked from the name (``lazylab.render.style``).
 
     What lazylab derives: arms ``<name>-frozen`` and ``<name>-trained`` for
     the default init, plus ``<name>-<init>-frozen|trained`` for the other
@@ -108,6 +112,7 @@ class Unit:
     takes_key: bool = False
     contract: int = 1
     prefix_stable: bool = False
+    colour: str | None = None
 
     def grid(self, trained: bool) -> tuple[float, ...]:
         grids = {**DEFAULT_LR_GRIDS, **(self.lr_grids or {})}
@@ -220,6 +225,15 @@ def _check_contract(obj, ep_name: str) -> Unit:
         raise ContractError(f"fan_in must be 'm' or 'd', got {obj.fan_in!r}")
     if obj.sample is not None and not callable(obj.sample):
         raise ContractError("sample is not callable")
+    if obj.colour is not None:
+        rgb = obj.colour[1:] if isinstance(obj.colour, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", obj.colour) else None
+        if rgb is None:
+            raise ContractError(f"colour must be '#RRGGBB', got {obj.colour!r}")
+        r, g, b = (int(rgb[i:i + 2], 16) for i in (0, 2, 4))
+        if max(r, g, b) - min(r, g, b) < 24 and 40 < r < 230:
+            raise ContractError(f"colour {obj.colour} is a grey, which draws the reference lines; name a hue")
+        if obj.colour.upper() == "#E31A1C":
+            raise ContractError("colour #E31A1C is the warning red (the unstable-run mark); name another")
     if obj.lr_grids is not None:
         if not isinstance(obj.lr_grids, dict) or not set(obj.lr_grids) <= {"frozen", "trained"}:
             raise ContractError("lr_grids must be a dict with keys 'frozen' and/or 'trained'")

@@ -9,7 +9,7 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
     seed std as error bars, each arm in its unit's colour, its init's marker
     and its bank mode's line style (``lazylab.render.style``: the same look
     in every figure and run), cells with unstable runs marked by an open
-    vermillion ✕, and the three reference rungs of SPEC section 6 as dotted
+    red ✕ (``style.WARNING_COLOUR``), and the three reference rungs of SPEC section 6 as dotted
     lines labelled as outside values. Legends sit below the axes, never on
     the data.
   * ``movement_figure`` — relative prototype movement ``w_move_rel`` vs m on
@@ -51,6 +51,11 @@ REFERENCE_RUNGS = (
     (85.7, "trained CNN backbone's head"),
 )
 FORMATS = ("png", "svg")
+# Legend and label sizes (points at 110 dpi: 9.5 pt is 14.5 px in the PNG). The report shows a figure at
+# its own width on a wide screen and at no less than 640 px on a narrow one (it scrolls in its box), so
+# legend text stays at 10 px or more (issue 31: 7.5 pt legends were 5 px tall at 400 px).
+LEGEND_PT = 9.5
+LABEL_PT = 8.5
 
 
 def _save(fig, directory: Path, stem: str) -> list[Path]:
@@ -110,7 +115,7 @@ def accuracy_plot(payload: dict):
 
     Each arm is drawn in its unit's colour with its init's marker and its bank mode's
     line style (``lazylab.render.style``); cells with unstable runs (``unstable_cells``)
-    get a vermillion open ✕ and the legend entry ``style.UNSTABLE_LABEL``; the reference
+    get a red open ✕ and the legend entry ``style.UNSTABLE_LABEL``; the reference
     rungs (SPEC section 6) are dotted and labelled as outside values.
     """
     widths = [int(w) for w in payload["plan"]["widths"]]
@@ -123,7 +128,7 @@ def accuracy_plot(payload: dict):
             series.append((a["arm"], pts))
     if not series:
         return None
-    fig = figure((8.6, 5.6), 110, layout="constrained")
+    fig = figure((9.2, 5.8), 110, layout="constrained")
     ax = fig.add_subplot()
     lows, highs, styles, flagged = [], [], [], []
     for arm, pts in series:
@@ -146,7 +151,7 @@ def accuracy_plot(payload: dict):
         fx, fy, counts = zip(*flagged)
         marker = ax.plot(fx, fy, zorder=5, gid="unstable", label=UNSTABLE_LABEL, **UNSTABLE_MARKER)
         for w, m, text in flagged:  # how many seeds of the cell are unstable
-            ax.annotate(text, (w, m), xytext=(7, 5), textcoords="offset points", fontsize=7,
+            ax.annotate(text, (w, m), xytext=(7, 5), textcoords="offset points", fontsize=LABEL_PT,
                         color=UNSTABLE_MARKER["markeredgecolor"])
     rung_values = [v for v, _ in REFERENCE_RUNGS]
     lo = min(lows + [min(rung_values)]) - 1.0
@@ -156,21 +161,20 @@ def accuracy_plot(payload: dict):
     for value, label in REFERENCE_RUNGS:
         ax.axhline(value, color="0.45", linestyle=":", linewidth=1.1, zorder=0)
         ax.annotate(f"outside: {value:.1f} % {label}", xy=(1.0, value), xycoords=("axes fraction", "data"),
-                    xytext=(4, 0), textcoords="offset points", fontsize=7.5, color="0.3", va="center",
+                    xytext=(4, 0), textcoords="offset points", fontsize=LABEL_PT, color="0.3", va="center",
                     annotation_clip=False)
     from matplotlib.lines import Line2D
 
-    rung = Line2D([], [], color="0.45", linestyle=":", label="reference rungs: outside values (earlier work, not run here)")
+    rung = Line2D([], [], color="0.45", linestyle=":", label="reference rungs (earlier work, not run here)")
     plan = payload["plan"]
-    seeds = ",".join(str(s) for s in plan.get("seeds", []))
     ax.set_ylabel("test accuracy (%), best epoch")
     epochs = plan.get("epochs")
-    ax.set_title(f"Fashion-MNIST width ladder: mean ± std over seeds {seeds}; {epochs} epoch{'s' * (epochs != 1)}",
+    ax.set_title(f"Fashion-MNIST width ladder: {over_seeds(plan.get('seeds', []))}; {epochs} epoch{'s' * (epochs != 1)}",
                  fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
     handles = [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab != UNSTABLE_LABEL]
     handles += key_handles(styles) + marker + [rung]
-    fig.legend(handles=handles, fontsize=7.5, ncols=3, loc="outside lower center", frameon=False, handlelength=3.5)
+    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=3, loc="outside lower center", frameon=False, handlelength=3.5)
     return fig
 
 
@@ -257,7 +261,7 @@ def movement_plot(payload: dict, sqrt_sign: str = "auto"):
     ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    fig.legend(*ax.get_legend_handles_labels(), fontsize=7.5, ncols=2, loc="outside lower center", frameon=False,
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False,
                handlelength=3.5)
     _log2_axis(ax, widths)
     ax.set_ylabel("relative movement ||W_end − W0||_F / ||W0||_F\n(dimensionless, log axis)")
@@ -316,9 +320,10 @@ def wall_plot(payload: dict):
     key = [Line2D([], [], color="0.3", marker="o", linestyle="-", label="protocol: AdamW, best epoch"),
            Line2D([], [], color="0.3", marker="D", linestyle=":", label="convex optimum (L-BFGS)"),
            Patch(color="0.3", alpha=0.18, label="gap between them")]
-    fig.legend(handles=key, fontsize=8, ncols=3, loc="outside lower center", frameon=False)
-    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
-    fig.suptitle(f"The wall: frozen readouts against their convex optimum, mean over seeds {seeds}", fontsize=10)
+    fig.legend(handles=key, fontsize=LEGEND_PT, ncols=3, loc="outside lower center", frameon=False)
+    seeds = payload["plan"].get("seeds", [])
+    over = f"mean over seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else f"seed {seeds[0]}" if seeds else ""
+    fig.suptitle(f"The wall: frozen readouts against their convex optimum, {over}", fontsize=10)
     return fig
 
 
@@ -390,12 +395,19 @@ def answer_plot(payload: dict):
     handles.append(Line2D([], [], color="0.4", linewidth=5, alpha=0.35, label="its 95 % interval over seeds"))
     _log2_axis(ax, widths)
     ax.set_ylabel("test accuracy (%), convex readout")
-    seeds = ",".join(str(s) for s in payload["plan"].get("seeds", []))
     ax.set_title(f"How many frozen units buy {first['width']} trained ones? Frozen banks read out at the optimum, "
-                 f"mean ± std over seeds {seeds}", fontsize=10)
+                 f"{over_seeds(payload['plan'].get('seeds', []))}", fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
-    fig.legend(handles=handles, fontsize=8.5, ncols=2, loc="outside lower center", frameon=False)
+    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False)
     return fig
+
+
+def over_seeds(seeds) -> str:
+    """``mean ± std over seeds 0,1,2``, or for one seed ``seed 0 (one seed: no error bars)``."""
+    seeds = list(seeds)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]} (one seed: no error bars)"
+    return "mean ± std over seeds " + ",".join(map(str, seeds))
 
 
 def _style(payload: dict, arm: str):

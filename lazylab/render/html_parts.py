@@ -33,11 +33,15 @@ pre{background:#f3f3f3;padding:.6rem;overflow-x:auto;font-size:.78rem;max-height
 p,li,figcaption,.source,summary{overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}.scroll table{margin:0}.scroll{margin:.6rem 0}
 .source{background:#fff8e1;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.6rem 0;font-size:.9rem}
-.figrow{display:flex;flex-wrap:wrap;gap:.8rem}.figrow figure{flex:1 1 420px;min-width:0}
+.figrow figure{margin:1rem 0}.pic{overflow-x:auto;-webkit-overflow-scrolling:touch}
 .answer{font-size:1.12rem;font-weight:600;background:#eef5ff;border-left:4px solid #0b5cad;padding:.5rem .8rem}
 .unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
 ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
-@media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}}
+@media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}
+figure .pic img{max-width:none;width:640px}
+table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:auto}
+table.cards tr{border:1px solid #ddd;margin:0 0 .5rem}table.cards td{border:0;text-align:left;white-space:normal}
+table.cards td::before{content:attr(data-label) ": ";font-weight:600}}
 """
 
 
@@ -54,15 +58,18 @@ def _f(v, fmt=".2f", none="-") -> str:
         return _e(v)
 
 
-def _table(header: list[str], rows: list[list], table_id: str | None = None, left=1) -> str:
+def _table(header: list[str], rows: list[list], table_id: str | None = None, left=1, cards: bool = False) -> str:
     """An HTML table of already-escaped cells; ``left``: how many leading columns are left-aligned,
-    or a set of column indices (negative from the end)."""
+    or a set of column indices (negative from the end); ``cards``: on a narrow screen each row is a
+    card of ``header: cell`` lines instead (no sideways scroll: the answer table)."""
     n = len(header)
     lefts = set(range(left)) if isinstance(left, int) else {i % n for i in left}
     ident = f' id="{_e(table_id)}"' if table_id else ""
+    ident += ' class="cards"' if cards else ""
     head = "".join(f'<th{" class=l" if i in lefts else ""}>{_e(h)}</th>' for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f'<td{" class=l" if i in lefts else ""}>{c}</td>' for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
+    label = (lambda i: f' data-label="{_e(header[i])}"') if cards else (lambda i: "")
+    body = "".join("<tr>" + "".join(f'<td{" class=l" if i in lefts else ""}{label(i)}>{c}</td>' for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
     # The wrapper scrolls sideways on a narrow screen instead of cutting columns.
     return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -82,7 +89,7 @@ def _img(entry: dict | None, fname: str, alt: str, caption: str) -> str:
     svg = fname.rsplit(".", 1)[0] + ".svg"
     if fname.endswith(".png") and svg in entry.get("files", {}):
         extra.append(f'<a href="{_e(svg)}">SVG</a>')
-    return (f'<figure><img src="{_e(fname)}" alt="{_e(alt)}"{dims} loading="eager">'
+    return (f'<figure><div class="pic"><img src="{_e(fname)}" alt="{_e(alt)}"{dims} loading="eager"></div>'
             f'<figcaption>{caption} <span class="note">({_e(fname)}: {", ".join(extra)})</span></figcaption></figure>')
 
 

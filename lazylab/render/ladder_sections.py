@@ -9,11 +9,16 @@ payload without its run records, ``entry["files"]`` the pictures drawn) and retu
 from __future__ import annotations
 
 from lazylab.analysis import movement_law_or_why
+from lazylab.render.figures import over_seeds
 from lazylab.render.html_parts import _e, _f, _img, _provenance, _table
 
 
-_ACCURACY_CAPTION = ("Test accuracy (best epoch, %) vs width m (log x), mean over seeds with their std as error "
-                     "bars; trained arms dashed; reference rungs dotted (outside values, not run here).")
+def _accuracy_caption(plan: dict) -> str:
+    """The accuracy figure's caption, saying what its points and bars are for the plan's seeds."""
+    seeds = plan.get("seeds") or []
+    bars = " with their std as error bars" if len(seeds) > 1 else ""
+    return (f"Test accuracy (best epoch, %) vs width m (log x), {over_seeds(seeds)}{bars}; trained arms dashed; "
+            "reference rungs dotted (outside values, not run here).")
 
 
 def _unstable_mark(cell: dict) -> str:
@@ -65,7 +70,7 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
                  _e(protocol_words(r["protocol"], widths, short=True)) if r.get("protocol") else "-"]
                 for r in at_smallest_width(ans.get("rows") or [])]
         out.append(_table(["trained arm", "m", "trained acc (%)", "same unit, optimum", "cheapest, optimum",
-                           "same unit, protocol"], rows, f"{pid}answer-table", left={0, 3, 4, 5}))
+                           "same unit, protocol"], rows, f"{pid}answer-table", left={0, 3, 4, 5}, cards=True))
         out.append("<p class=note>Optimum: the convex readout (docs/convex.md), measured crossings only, linear in "
                    "log m between swept widths; 95 % percentile-bootstrap interval over seeds in brackets. Protocol: "
                    "the frozen bank's AdamW readout, which may read its ladder law beyond the sweep.</p>")
@@ -115,16 +120,16 @@ def _paper_section(e: dict | None, yours: dict | None = None) -> str:
     else:
         label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
                  f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
-    figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _ACCURACY_CAPTION)
+    figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _accuracy_caption(d["plan"]))
     if "paper_answer.png" in e.get("files", {}):
         figures = _img(e, "paper_answer.png", "the answer at the optimum",
-                       "<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, mean ± std over "
-                       "seeds) against the trained arm's accuracy (dashed); each crossing is the frozen width that "
+                       f"<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, "
+                       f"{over_seeds(d['plan'].get('seeds') or [])}) against the trained arm's accuracy (dashed); each crossing is the frozen width that "
                        "matches it, its 95 % seed interval the shaded bar.") + figures
     if yours and yours["data"].get("name") != "paper":
         figures += _img(yours, "ladder_accuracy.png", "your ladder: accuracy vs width",
                         f'<b>Your ladder</b> ({_e(yours["data"].get("name"))}; its tables are in '
-                        '<a href="#ladder">Your ladder</a>). ' + _ACCURACY_CAPTION)
+                        '<a href="#ladder">Your ladder</a>). ' + _accuracy_caption(yours["data"]["plan"]))
     return "\n".join([label, *_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>'),
                       _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
 
@@ -200,10 +205,9 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
                    _f(f["r2"], ".4f"), _e(",".join(map(str, f.get("widths", []))))]
         rows.append([_e(a["arm"]), "diverged" if a["lr"] is None else _f(a["lr"], "g"), *cells, *fit])
     header = ["arm", "lr", *[f"m={w}" for w in widths], "floor (%)", "c", "alpha", "R²", "widths fitted"]
-    seeds = ",".join(map(str, plan["seeds"]))
     out = [] if lead else _exchange_block(d, pid)
-    out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, mean ± std over "
-           f"seeds {_e(seeds)}; {plan['epochs']} epoch{'s' if plan['epochs'] != 1 else ''} on {plan['train_size']:,} "
+    out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, "
+           f"{_e(over_seeds(plan['seeds']))}; {plan['epochs']} epoch{'s' if plan['epochs'] != 1 else ''} on {plan['train_size']:,} "
            f"training images; " + _rate_words(plan) + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
            f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
            _table(header, rows, f"{pid}ladder-table", left={0, -1})]
@@ -211,7 +215,7 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
         out.append(f'<p class=note id="{pid}law-notes">Ladder law not fitted: ' + "; ".join(not_fitted) + ".</p>")
     out += _bracket_block(d, pid)
     if not lead:
-        out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _ACCURACY_CAPTION))
+        out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _accuracy_caption(plan)))
     out += [_unstable_table(d, pid),
             _img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
                  "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]

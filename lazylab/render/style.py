@@ -12,17 +12,22 @@ deficiencies. Each *unit* owns one colour in every figure and every run:
   ``gaussian``          bluish green ``#009E73``
   ``rff`` (the example  reddish purple ``#CC79A7``
   plugin)
-  any other plugin      one of sky blue, yellow-brown,
-                        black, grey, picked by SHA-256
+  any other plugin      the ``colour`` its unit names
+                        (``#RRGGBB``), else one of sky
+                        blue, yellow-brown, black,
+                        indigo, wine, picked by SHA-256
                         of the unit's name (stable
                         across runs and processes)
   ====================  ===============================
 
-Vermillion ``#D55E00`` is kept for warnings (the unstable-run marker) and
-is never a unit's colour. The init is the marker (random ``o``, data ``^``)
-and the bank mode the line style (frozen solid, trained dashed), so
-``yat-frozen``, ``yat-trained``, ``yat-data-frozen`` and ``yat-data-trained``
-are four distinct blue lines.
+Red ``#E31A1C`` is kept for warnings (the unstable-run marker) and is never
+a unit's colour (nor close to one: the Okabe–Ito orange and vermillion are
+not used for warnings, so a mark never reads as a ReLU point); grey is kept
+for reference lines and legend keys. The init is the marker (random ``o``,
+data ``^``) and, for a unit's second init (Yat's data seeding), a darker
+shade of its colour too; the bank mode is the line style (frozen solid,
+trained dashed). So ``yat-frozen``, ``yat-trained``, ``yat-data-frozen`` and
+``yat-data-trained`` are four distinct blue lines, the last two darker.
 
 An arm name is resolved through the unit registry when the unit is
 installed (its ``init`` and mode are then exact); otherwise it is parsed as
@@ -53,16 +58,18 @@ UNIT_COLOURS = {
     "gaussian": OKABE_ITO["bluish green"],
     "rff": OKABE_ITO["reddish purple"],
 }
-# For units without a fixed colour; the yellow is darkened (#F0E442 vanishes on white lines).
-SPARE_COLOURS = (OKABE_ITO["sky blue"], "#B8A100", OKABE_ITO["black"], "#777777")
-WARNING_COLOUR = OKABE_ITO["vermillion"]
+# For units without a fixed colour; the yellow is darkened (#F0E442 vanishes on white lines). No grey:
+# grey draws the reference rungs and the legend keys. Indigo and wine from Tol's "muted" scheme.
+SPARE_COLOURS = (OKABE_ITO["sky blue"], "#B8A100", OKABE_ITO["black"], "#332288", "#882255")
+WARNING_COLOUR = "#E31A1C"
+SECOND_INIT_DARKEN = 0.45  # a unit's second init is drawn in its colour mixed this much with black
 RIGHT_COLOUR, WRONG_COLOUR = OKABE_ITO["bluish green"], OKABE_ITO["vermillion"]
 INIT_MARKERS = {"random": "o", "data": "^"}
 OTHER_INIT_MARKER = "D"
 MODE_LINESTYLES = {"frozen": "-", "trained": "--"}
 UNSTABLE_MARKER = dict(marker="X", markersize=11, markerfacecolor="none", markeredgecolor=WARNING_COLOUR,
                        markeredgewidth=1.6, linestyle="none")
-UNSTABLE_LABEL = "unstable run (train loss above ln 10 at its best epoch, or rising)"
+UNSTABLE_LABEL = "unstable run (train loss > ln 10 at best epoch, or rising)"
 # Known units whose default init is not "random" (used only when the registry cannot say).
 _DEFAULT_INIT = {"gaussian": "data"}
 
@@ -85,12 +92,45 @@ class ArmStyle:
 
 
 def unit_colour(unit: str) -> str:
-    """The unit's colour (hex): fixed for the built-in units and ``rff``, else a stable pick
-    from ``SPARE_COLOURS`` by the SHA-256 of the name (the same in every process)."""
+    """The unit's colour (hex): fixed for the built-in units and ``rff``; else the ``colour`` the
+    installed unit names (``lazylab.arms.Unit.colour``); else a stable pick from ``SPARE_COLOURS``
+    by the SHA-256 of the name (the same in every process)."""
     if unit in UNIT_COLOURS:
         return UNIT_COLOURS[unit]
+    named = _registry_colour(unit)
+    if named is not None:
+        return named
     h = int(hashlib.sha256(unit.encode()).hexdigest(), 16)
     return SPARE_COLOURS[h % len(SPARE_COLOURS)]
+
+
+@lru_cache(maxsize=256)
+def _registry_colour(unit: str) -> str | None:
+    try:
+        from lazylab.arms import registry
+
+        found = registry().units.get(unit)
+    except Exception:  # a broken plugin or strict-plugin mode: no named colour
+        return None
+    return found[0].colour if found is not None else None
+
+
+def _darker(colour: str, amount: float = SECOND_INIT_DARKEN) -> str:
+    """``colour`` mixed ``amount`` of the way to black, as hex."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    return to_hex(tuple(c * (1 - amount) for c in to_rgb(colour)))
+
+
+def default_init(unit: str) -> str:
+    """The unit's first (default) init: the installed unit's, else ``_DEFAULT_INIT`` or ``"random"``."""
+    try:
+        from lazylab.arms import registry
+
+        found = registry().units.get(unit)
+    except Exception:
+        found = None
+    return found[0].inits[0] if found is not None else _DEFAULT_INIT.get(unit, "random")
 
 
 def parse_arm(name: str) -> tuple[str, str, str]:
@@ -126,11 +166,12 @@ def _registry_arm(name: str) -> tuple[str, str, str] | None:
 
 
 def arm_style(name: str, init: str | None = None) -> ArmStyle:
-    """The style of arm ``name``; ``init`` overrides the init read from the name or registry."""
+    """The style of arm ``name``: its unit's colour (a darker shade for the unit's second init), its init's
+    marker, its mode's line style; ``init`` overrides the init read from the name or registry."""
     unit, parsed_init, mode = parse_arm(name)
     init = init or parsed_init
-    return ArmStyle(unit, init, mode, unit_colour(unit), INIT_MARKERS.get(init, OTHER_INIT_MARKER),
-                    MODE_LINESTYLES[mode])
+    colour = unit_colour(unit) if init == default_init(unit) else _darker(unit_colour(unit))
+    return ArmStyle(unit, init, mode, colour, INIT_MARKERS.get(init, OTHER_INIT_MARKER), MODE_LINESTYLES[mode])
 
 
 def key_handles(styles: list[ArmStyle]) -> list:
