@@ -85,14 +85,34 @@ def test_the_time_left_follows_the_plan_scaled_by_the_pace(stderr, monkeypatch):
     now = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     est = SimpleNamespace(runs=[
-        {"arm": "a", "width": 16, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": 2.0},
+        {"arm": "a", "width": 16, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": 3.0},
         {"arm": "a", "width": 64, "seed": 0, "lr": None, "in_memo": False, "seconds": 2.0},  # rate unknown before
         {"arm": "a", "width": 4096, "seed": 0, "lr": None, "in_memo": False, "seconds": 20.0},
     ])
     with progress.Display() as display:
         reporter = progress.ProgressReporter(display, "ladder", est)
         reporter.plan(3)
-        now[0] = 4.0  # twice the plan's 2 s: the machine runs at half the planned speed
+        now[0] = 6.0  # twice the plan's 3 s: the machine runs at half the planned speed
         reporter.done(SimpleNamespace(arm="a", width=16, seed=0, lr=0.1, epochs=1), {"key": "k1", "best_acc": 50.0}, False)
     line = buf.getvalue().splitlines()[0]
-    assert "ladder 1/3" in line and "eta 44 s" in line, line  # (2 + 20) planned s x 2, where the pace would say 8 s
+    assert "ladder 1/3" in line and "eta 44 s" in line, line  # (2 + 20) planned s x 2, where the pace would say 12 s
+
+
+def test_a_compile_bound_first_run_does_not_set_the_pace(stderr, monkeypatch):
+    """The first run of a long plan (under a tenth of its estimated seconds) took 30x its estimate (it
+    compiled): the time left is the plan's own, not 30x it."""
+    buf = stderr(False)
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    est = SimpleNamespace(runs=[{"arm": "a", "width": w, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": s}
+                                for w, s in ((16, 1.0), (64, 40.0), (256, 60.0))])
+    with progress.Display() as display:
+        reporter = progress.ProgressReporter(display, "ladder", est)
+        reporter.plan(3)
+        now[0] = 30.0
+        reporter.done(SimpleNamespace(arm="a", width=16, seed=0, lr=0.1, epochs=1), {"key": "k1", "best_acc": 50.0}, False)
+        now[0] = 100.0  # 41 planned s done in 100 s: past a tenth of the plan, the pace (2.4x) counts
+        reporter.done(SimpleNamespace(arm="a", width=64, seed=0, lr=0.1, epochs=1), {"key": "k2", "best_acc": 60.0}, False)
+    first, second = buf.getvalue().splitlines()[:2]
+    assert "eta 1 min 40 s" in first, first  # 40 + 60 planned s, where the first run's pace would say 50 min
+    assert "eta 2 min 26 s" in second, second  # 60 x 100 / 41

@@ -133,6 +133,9 @@ def stage_ticker(display: Display):
     return tick
 
 
+PACE_AFTER = 0.1  # the share of a plan's estimated seconds done before the time left follows the pace
+
+
 class ProgressReporter:
     """The experiments' run reporter (``plan``, ``start``, ``epoch``, ``done``) drawn on a ``Display``:
     a bar with the current run, and in plain mode one line per finished run.
@@ -157,6 +160,7 @@ class ProgressReporter:
         self.pending = {(r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
                         for r in (est.runs if est is not None else []) if not r["in_memo"]}
         self.planned_done = 0.0
+        self.planned_total = sum(self.pending.values())
         self.t0 = time.monotonic()
 
     def plan(self, total):
@@ -194,7 +198,8 @@ class ProgressReporter:
 
     def _eta(self, cfg, cached: bool) -> float | None:
         """Seconds left: the plan's estimate of the runs still to compute, times (time spent / the plan's
-        estimate of the runs computed so far); None without a plan."""
+        estimate of the runs computed so far) once a tenth of the plan is done; before that the plan's
+        own figures (the first runs pay the compilations: their pace would say hours); None without a plan."""
         if not self.pending and not self.planned_done:
             return None
         lr = getattr(cfg, "lr", None)
@@ -203,7 +208,8 @@ class ProgressReporter:
             planned = self.pending.pop((cfg.arm, cfg.width, cfg.seed, None), None)
         if not cached and planned:
             self.planned_done += planned
-        pace = (time.monotonic() - self.t0) / self.planned_done if self.planned_done else 1.0
+        settled = self.planned_done and self.planned_done >= PACE_AFTER * self.planned_total
+        pace = (time.monotonic() - self.t0) / self.planned_done if settled else 1.0
         return sum(self.pending.values()) * pace
 
     def summary(self) -> str:
