@@ -49,10 +49,11 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     learning rate, epochs, training images, best and final test accuracy (%), seconds, when it
     was stored (UTC), the plugin that provided its unit (marked "stale source" after an edit in
     place, "other version" or "not installed": such rows are never reused) and what the kind
-    adds (a run's instability, a convex readout's lambda, a redundancy's bank). Nothing is computed. Filters combine (a row must pass each); a row
-    without the field (a redundancy has no arm) never passes a filter on it. Gram and readout
-    entries do not store their configuration: only their accuracies and key are listed. Each
-    filter takes one value or a list, spelled either way (--arm or --arms, --width or --widths).
+    adds (a run's instability, a convex readout's lambda, a redundancy's bank). Nothing is
+    computed. Filters combine (a row must pass each); a row without the field (a redundancy has
+    no arm) never passes a filter on it. Gram and readout entries do not store their
+    configuration: only their accuracies and key are listed. Each filter takes one value or a
+    list, spelled either way (--arm or --arms, --width or --widths).
 
     \b
     Examples:
