@@ -88,7 +88,9 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     Raises: LazylabError naming the unit and its plugin if the bank breaks the
     contract (``lazylab.arms.check_bank``); UnitFailure (a LazylabError) if its
     features on the reference images, or for a trained arm its gradients, are
-    not finite (``check_finite``).
+    not finite (``check_finite``); LazylabError under ``LAZYLAB_STRICT_PLUGINS=1`` if a
+    third-party unit fails the conformance suite (``lazylab.vetting.vet``, run once per
+    unit and plugin identity before its first bank).
     """
     x_ref = np.asarray(x_train[:N_REF], np.float32)
     vet(arm, x_ref)  # a third-party unit passes the conformance suite first (once per source)
