@@ -369,6 +369,16 @@ def test_report_leads_with_the_paper_ladder_and_no_table_overflows(rendered, bro
         " const r = w.getBoundingClientRect(); return [t.id, w.className, r.right, t.scrollWidth, w.clientWidth];})")
     assert boxes and all(cls == "scroll" for _, cls, _, _, _ in boxes), boxes
     assert all(right <= width + 0.5 for _, _, right, _, _ in boxes), [b for b in boxes if b[2] > width + 0.5]
+    # Figures: full width and at their own size on a wide screen (legends 14 px), never under 640 px on a narrow
+    # one (their box scrolls), so legend text stays legible; one figure per row.
+    shown = browser.execute_script(
+        "return Array.from(document.querySelectorAll('figure .pic img')).map(i => {const r = i.getBoundingClientRect();"
+        " return [i.getAttribute('src'), r.width, i.naturalWidth, r.left];})")
+    assert shown
+    for src, w, natural, _ in shown:
+        want = min(natural, 640) if width == 400 else min(natural, 1100)  # 1100: the main column at 1400 px
+        assert want <= w <= natural, (src, w, natural)
+    assert len({round(left) for *_, left in shown}) == 1  # stacked: every figure starts at the same x
     if width == 400:  # some tables are wider than a phone: their wrapper scrolls instead of cutting columns
         wide = [b[0] for b in boxes if b[3] > b[4]]
         assert "paper-ladder-table" in wide, boxes
