@@ -20,7 +20,7 @@ from cli_helpers import lines, pinned, run, write_dist
 from lazylab import calibration, testing, vetting
 from lazylab.arms import ContractError, Unit, registry, reset_registry
 from lazylab.arms.gaussian import UNIT as GAUSSIAN
-from lazylab.arms.relu import UNIT as RELU, ReluBank
+from lazylab.arms.relu import UNIT as RELU
 from lazylab.arms.yat import UNIT as YAT
 
 TINY = ["--widths", "8", "--seeds", "0", "--train-size", "2048", "--epochs", "1", "--lr", "0.1", "--no-figures"]
@@ -47,15 +47,6 @@ UNIT = Unit(name="noisy", bank=NoisyBank)
 '''
 
 
-class NoisyBank(nnx.Module):
-    def __init__(self, W, x_ref=None):
-        self.W = nnx.Param(jnp.asarray(W, jnp.float32))
-        self.scale = nnx.Variable(jnp.asarray(np.random.rand(W.shape[0]) + 0.5, jnp.float32))
-
-    def __call__(self, x):
-        return jnp.maximum(x @ self.W[...].T, 0.0) * self.scale[...]
-
-
 class CrossNormalised(nnx.Module):
     """ReLU features divided by their mean over the bank's units: unit j reads every W[k]."""
 
@@ -67,7 +58,9 @@ class CrossNormalised(nnx.Module):
         return h / (jnp.mean(h, axis=1, keepdims=True) + 1e-3)
 
 
-NOISY = Unit(name="noisy", bank=NoisyBank)
+_noisy_module: dict = {}
+exec(NOISY_SOURCE, _noisy_module)  # the plugin's own unit, here too (for the per-check items)
+NOISY = _noisy_module["UNIT"]
 CROSS = Unit(name="crossnorm", bank=CrossNormalised, fan_in="d")
 
 
