@@ -52,8 +52,8 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     adds (a run's instability, a convex readout's lambda, a redundancy's bank). Nothing is
     computed. Filters combine (a row must pass each); a row without the field (a redundancy has
     no arm) never passes a filter on it. Gram and readout entries do not store their
-    configuration: only their accuracies and key are listed. Each filter takes one value or a
-    list, spelled either way (--arm or --arms, --width or --widths).
+    configuration: only their accuracies and key are listed. Each filter takes one value or
+    a list, its option spelled in the singular or the plural (--arm or --arms).
 
     \b
     Examples:
