@@ -65,6 +65,14 @@ GIF_FRAME_S = 0.12
 RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0,  # beyond COMMAND_S, from a full memo
                  "ladders": 8.0}
 NTK_RUN_S = 0.75
+# An unresolved bracket is priced with this many more rates (lazylab.bracket's 1se rule extends the grid
+# while its best rate is at an end: 3 of the quick preset's 4 arms by one rate, 2026-12-03).
+EXTENSION_RATES = 0.75
+# A bank width new to a cold process compiles more than its training step (its features, evaluation and
+# check programs): this many frozen-program compilations (``Calibration.frozen_compile_s``). Measured:
+# the quick preset cold 96.8 s, warm 59.9 s, estimated 53.3 s and 39.0 s without it (bench/estimate.py
+# --cold, 2026-12-03): 22.6 s unpriced over its 16 (arm, width) banks, 1.4 s each, 1.75 x 0.80 s.
+COLD_BANK_COMPILES = 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
 # factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
@@ -142,6 +150,7 @@ class Pricer:
         self.warm = compile_cache_warm() if warm is None else warm
         self.shapes: set = set()
         self.banks: set = set()
+        self.cold_banks: set = set()
         self.feature_disk = 0
         self.working_bytes = 0
 
@@ -154,6 +163,14 @@ class Pricer:
         if trained:
             return cal.warm_compile_s if self.warm else cal.compile_s
         return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
+
+    def cold_bank_s(self, bank) -> float:
+        """The programs a bank width new to this process compiles beside its step, when jax's cache is
+        cold (``COLD_BANK_COMPILES``); else 0."""
+        if self.warm or bank in self.cold_banks:
+            return 0.0
+        self.cold_banks.add(bank)
+        return COLD_BANK_COMPILES * self.cal.frozen_compile_s
 
     def bank_s(self, bank, width: int, train_size: int) -> float:
         """A frozen bank's features (and their store write when ``worth_storing``) unless already computed, else 0.
@@ -177,7 +194,7 @@ class Pricer:
         """Seconds for one group of runs of ``arm`` (``experiments.batch_groups``) trained as one program."""
         first, S = cfgs[0], len(cfgs)
         m, E, n = first.width, first.epochs, first.train_size
-        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch))
+        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch)) + self.cold_bank_s((arm.name, m))
         if arm.trained:
             # parameters, gradients and AdamW's two moments, each also in a donated copy
             self.working_bytes = max(self.working_bytes, S * 8 * 4 * m * D)
@@ -256,8 +273,9 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
 
 def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, float, float | None, bool]:
     """An arm's bracket (``lazylab.bracket``: its grid at m = 256 over the rule's seeds, then each grid
-    extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. Extensions a
-    missing run might call for are not priced (at most ``MAX_EXTEND`` rates x the seeds)."""
+    extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. While runs are
+    missing, the extensions they may call for are priced as ``EXTENSION_RATES`` more rates, shared among
+    the missing runs' seconds (no rows: which rate, if any, is not known before the runs)."""
     from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore, bracket_seeds, next_rate
 
     seeds = bracket_seeds(rule)
@@ -267,9 +285,12 @@ def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, 
         cfgs = [ws.config(arm, BRACKET_WIDTH, seed, lr, **protocol) for lr in rates for seed in seeds]
         records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
         more, s = _run_rows("bracket", arm, cfgs, True, [r is not None for r in records], pricer)
-        rows, seconds = rows + more, seconds + s
         if any(r is None for r in records):
-            return rows, seconds, None, False
+            share = 1 + EXTENSION_RATES / len(rates)  # each missing run carries its share of the extensions
+            for r in more:
+                r["seconds"] = round(r["seconds"] * share, 3)
+            return rows + more, seconds + s * share, None, False
+        rows, seconds = rows + more, seconds + s
         for i, lr in enumerate(rates):
             bracket.scores[lr] = RateScore.of(lr, records[i * len(seeds):(i + 1) * len(seeds)])
         up = bracket.wants_extension()
