@@ -362,6 +362,7 @@ def answer_plot(payload: dict):
     fig = figure((8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     handles = []
+    placed: list[float] = []  # crossings labelled so far
     for arm, a in convex["arms"].items():
         pts = sorted((int(w), c["mean"], c.get("std") or 0.0) for w, c in a["cells"].items() if c.get("mean") is not None)
         if not pts:
@@ -381,7 +382,10 @@ def answer_plot(payload: dict):
                 low, high = max(low, widths[0]), min(high, widths[-1]) if math.isinf(high) else high
                 ax.plot([low, high], [target, target], color=st.colour, linewidth=5, alpha=0.35,
                         solid_capstyle="butt", zorder=5)
-            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, 9), textcoords="offset points", ha="center",
+            close = sum(1 for q in placed if abs(math.log2(point / q)) < 0.6)  # labels that would overlap it
+            placed.append(point)
+            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
+                        textcoords="offset points", ha="center", va="bottom" if close % 2 == 0 else "top",
                         fontsize=9, color=st.colour, fontweight="bold")
     unit = first["trained"].rsplit("-", 1)[0]
     ax.axhline(target, color="0.15", linestyle="--", linewidth=1.4, zorder=4)
