@@ -62,17 +62,12 @@ RAY_GAIN_PER_EXTRA_CORE = 0.25
 # wall), and one 2,000-step run of the 1-D NTK lab (its 40-run sweep, widths 8-1024, took
 # 37 s with imports and the PNG).
 GIF_FRAME_S = 0.12
-RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0,  # beyond COMMAND_S, from a full memo
-                 "ladders": 8.0}
+RENDER_DRAW_S = {"gifs": 28.0, "figures": 1.0, "report": 35.0, "all": 52.0, "ladders": 8.0}  # beyond COMMAND_S
 NTK_RUN_S = 0.75
-# An unresolved bracket is priced with this many more rates (lazylab.bracket's 1se rule extends the grid
-# while its best rate is at an end: 3 of the quick preset's 4 arms by one rate, 2026-12-03).
-EXTENSION_RATES = 0.75
-# A bank width new to a cold process compiles more than its training step (its features, evaluation and
-# check programs): this many frozen-program compilations (``Calibration.frozen_compile_s``). Measured:
-# the quick preset cold 96.8 s, warm 59.9 s, estimated 53.3 s and 39.0 s without it (bench/estimate.py
-# --cold, 2026-12-03): 22.6 s unpriced over its 16 (arm, width) banks, 1.4 s each, 1.75 x 0.80 s.
-COLD_BANK_COMPILES = 1.75
+# More rates priced per unresolved bracket (the 1se rule extended 3 of the quick preset's 4 arms by one),
+# and frozen-program compilations per bank width new to a cold process (its features, evaluation and
+# checks): measured by bench/estimate.py --cold, docs/performance.md (2026-12-03).
+EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
 # factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
@@ -165,8 +160,7 @@ class Pricer:
         return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
 
     def cold_bank_s(self, bank) -> float:
-        """The programs a bank width new to this process compiles beside its step, when jax's cache is
-        cold (``COLD_BANK_COMPILES``); else 0."""
+        """A bank width's other programs (``COLD_BANK_COMPILES``) when new to a cold process, else 0."""
         if self.warm or bank in self.cold_banks:
             return 0.0
         self.cold_banks.add(bank)
@@ -273,9 +267,8 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
 
 def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, float, float | None, bool]:
     """An arm's bracket (``lazylab.bracket``: its grid at m = 256 over the rule's seeds, then each grid
-    extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. While runs are
-    missing, the extensions they may call for are priced as ``EXTENSION_RATES`` more rates, shared among
-    the missing runs' seconds (no rows: which rate, if any, is not known before the runs)."""
+    extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. Missing runs
+    carry ``EXTENSION_RATES`` more rates in their seconds (which rate, if any, is not known before)."""
     from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore, bracket_seeds, next_rate
 
     seeds = bracket_seeds(rule)
@@ -287,8 +280,7 @@ def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, 
         more, s = _run_rows("bracket", arm, cfgs, True, [r is not None for r in records], pricer)
         if any(r is None for r in records):
             share = 1 + EXTENSION_RATES / len(rates)  # each missing run carries its share of the extensions
-            for r in more:
-                r["seconds"] = round(r["seconds"] * share, 3)
+            more = [{**r, "seconds": round(r["seconds"] * share, 3)} for r in more]
             return rows + more, seconds + s * share, None, False
         rows, seconds = rows + more, seconds + s
         for i, lr in enumerate(rates):
@@ -581,20 +573,16 @@ def render_estimate(ws, settings, stages: tuple = ("gifs", "figures", "report"),
 
     pricer = Pricer(cal or calibration(), cache_limit)
     parts, stages = [], set(stages)
-    if stages == {"ladders"}:  # render report --sections ladders: the ladders alone
-        spec = R.ladder_spec(ws, settings.ladder)
-        if spec["plan"] is not None:
-            rows, seconds, notes = _ladder(ws, spec["plan"], pricer)
-            parts.append(([{**r, "phase": f"ladder {r['phase']}"} for r in rows], seconds,
-                          [f"your ladder: {spec['name']} ({spec['note']})"] + notes))
-        return _estimate("render report --sections ladders", ws, parts, RENDER_DRAW_S["ladders"], pricer)
-    report, figures = "report" in stages, "figures" in stages or "report" in stages
+    ladders = stages == {"ladders"}  # render report --sections ladders: the ladders alone
+    report, figures = "report" in stages, "figures" in stages or "report" in stages or ladders
     gifs = "gifs" in stages or report
     spec = R.ladder_spec(ws, settings.ladder) if figures else {"plan": None}
     if spec["plan"] is not None:
         rows, seconds, notes = _ladder(ws, spec["plan"], pricer)
         parts.append(([{**r, "phase": f"ladder {r['phase']}"} for r in rows], seconds,
                       [f"your ladder: {spec['name']} ({spec['note']})"] + notes))
+    if ladders:
+        return _estimate("render report --sections ladders", ws, parts, RENDER_DRAW_S["ladders"], pricer)
     t = settings.trajectory
     plan = TrajectoryPlan(arms=tuple(get_arm(n) for n in t.arms), width=t.width, epochs=t.epochs,
                           snapshots=t.snapshots, seed=t.seed, train_size=t.train_size, fan_in=t.fan_in)

@@ -42,7 +42,7 @@ UNIT = Unit(name="chatty", bank=ReluBank)
 @pytest.fixture
 def chatty_plugin(tmp_path, monkeypatch):
     """An installed distribution whose unit prints two lines on stdout when imported."""
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("chatty"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-chatty:chatty"))
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     root = write_dist(tmp_path / "site", "lazylab-chatty", "0.1", {"chatty": "lazylab_chatty:UNIT"},
                       {"lazylab_chatty.py": CHATTY})

@@ -188,7 +188,7 @@ def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path):
     """A real (tiny) distribution on PYTHONPATH whose module raises ImportError; `lazylab arms` in a subprocess."""
     write_dist(tmp_path, "lazylab-broken", "0.3", {"broken": "lazylab_broken:UNIT"}, BROKEN)
     proc = subprocess.run([sys.executable, "-m", "lazylab.cli", "arms", "--json", "-"],
-                          env=clean_env(PYTHONPATH=tmp_path, LAZYLAB_ARMS=pinned("broken")), capture_output=True, text=True, timeout=120)
+                          env=clean_env(PYTHONPATH=tmp_path, LAZYLAB_ARMS=pinned("lazylab-broken:broken")), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     listing = json.loads(proc.stdout)
     (error,) = listing["errors"]
@@ -205,7 +205,7 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     tmp_path, monkeypatch, capsys, memo_dir, fresh_registry
 ):
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-broken", "0.3", {"broken": "lazylab_broken:UNIT"}, BROKEN)))
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("broken"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-broken:broken"))
     reset_registry()
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
@@ -270,7 +270,7 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
            "nocall": "lazylab_bad:NOT_CALLABLE", "future": "lazylab_bad:FUTURE", "bad-name": "lazylab_bad:HYPHEN",
            "badgrid": "lazylab_bad:BAD_GRID", "transposed": "lazylab_bad:TRANSPOSED"}
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-bad", "1.0", eps, {"lazylab_bad.py": BAD_UNITS})))
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned(*eps))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned(*(f"lazylab-bad:{n}" for n in eps)))
     reset_registry()
     errors = registry().errors
     expected = {"notunit": "not a lazylab.arms.Unit", "wrongname": "differs from entry point", "badinits": "inits",

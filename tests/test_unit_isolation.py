@@ -66,7 +66,7 @@ def memo_dir(module_memo, monkeypatch):
 
 @pytest.fixture
 def nan_plugin(tmp_path, monkeypatch, memo_dir):
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("nanunit"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-nan:nanunit"))
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     root = write_dist(tmp_path / "site", "lazylab-nan", "0.1", {"nanunit": "lazylab_nan:UNIT"}, {"lazylab_nan.py": NAN_UNIT})
     monkeypatch.syspath_prepend(str(root))
@@ -147,7 +147,7 @@ def test_check_unit_catches_a_false_prefix_claim_and_a_bank_that_mutates_its_sta
 
 
 def test_arms_check_exits_2_naming_the_nan_unit(nan_plugin, capsys, monkeypatch):
-    monkeypatch.setenv("LAZYLAB_ARMS", "nanunit,relu")
+    monkeypatch.setenv("LAZYLAB_ARMS", "lazylab-nan:nanunit,relu")
     reset_registry()
     code, out, err = run(capsys, "arms", "--check")
     assert code == 2
@@ -219,7 +219,7 @@ def test_a_second_yat_is_an_error_naming_both_unless_one_is_chosen(tmp_path, mon
 
 
 def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_broken_plugin(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("twice", "one", "two"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-twice:twice", "lazylab-one:one", "lazylab-two:two"))
     root = write_dist(tmp_path, "lazylab-twice", "1.0", {"twice": "lazylab_twice:UNIT"}, {"lazylab_twice.py": (
         "from dataclasses import replace\nfrom lazylab.arms.relu import UNIT as RELU\nUNIT = replace(RELU, name='twice')\n")})
     egg = root / "lazylab_twice.egg-info"  # the same distribution as an egg-info too (a develop install)
@@ -244,7 +244,7 @@ def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_brok
 
 
 def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, capsys, memo_dir):
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("editable"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-editable:editable"))
     root = write_dist(tmp_path, "lazylab-editable", "0.1", {"editable": "lazylab_editable:UNIT"},
                       {"lazylab_editable.py": EDITABLE_UNIT})
     monkeypatch.syspath_prepend(str(root))

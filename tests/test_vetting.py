@@ -68,7 +68,7 @@ CROSS = Unit(name="crossnorm", bank=CrossNormalised, fan_in="d")
 def noisy_plugin(tmp_path, monkeypatch):
     """The noisy unit installed as lazylab-noisy 0.1, a fresh cache home (no kept verdicts), a fresh memo."""
     session_calibration = calibration.calibration_path()
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("noisy"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-noisy:noisy"))
     monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAZYLAB_CACHE", str(tmp_path / "memo"))
@@ -120,7 +120,7 @@ def test_without_strict_mode_it_runs_with_one_warning_and_the_verdict_is_kept(no
 
     # An edit in place is another identity: checked again, and kept beside the first.
     monkeypatch.undo()
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("noisy"))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-noisy:noisy"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(noisy_plugin.parent / "home"))
     monkeypatch.setenv("LAZYLAB_CACHE", str(noisy_plugin.parent / "memo"))
     monkeypatch.syspath_prepend(str(noisy_plugin))

@@ -396,9 +396,10 @@ class Renderer:
     def figures(self) -> list[dict]:
         return self.run(FIGURE_JOBS)
 
-    def report(self, jobs: tuple[str, ...] = GIF_JOBS + FIGURE_JOBS + DATA_JOBS) -> tuple[Path, list[dict]]:
+    def report(self, jobs: tuple[str, ...] | None = None) -> tuple[Path, list[dict]]:
         """Bring ``jobs`` (default: every job) up to date, then write ``report.html`` from the manifest's
         entries of those jobs alone."""
+        jobs = GIF_JOBS + FIGURE_JOBS + DATA_JOBS if jobs is None else jobs
         entries = self.run(jobs)
         self._tick("writing report.html")
         shown = {**self.manifest, "jobs": {k: v for k, v in self.manifest["jobs"].items() if k in jobs}}
