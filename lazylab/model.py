@@ -96,7 +96,11 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     vet(arm, x_ref)  # a third-party unit passes the conformance suite first (once per source)
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
-    feat = arm.unit.make_bank(W, x_ref, key=jax.random.fold_in(bank_key, 1))
+    try:
+        feat = arm.unit.make_bank(W, x_ref, key=jax.random.fold_in(bank_key, 1))
+    except (Exception, SystemExit) as exc:  # the plugin's error, not lazylab's: one line naming the unit
+        raise UnitFailure(arm, f"{arm.name} m={width} seed {seed}",
+                          f"an error building its bank ({type(exc).__name__}: {exc})".splitlines()[0]) from None
     try:
         check_bank(arm.unit, feat, width, W.shape[1], W)
     except ContractError as exc:

@@ -120,7 +120,7 @@ class _Case:
             return _prototypes(self.unit, self.init, self.x, self.k_w, M)
         except ContractError as exc:
             raise self.fail(str(exc)) from None
-        except Exception as exc:  # whatever a broken unit raises is a failed check, not a crash
+        except (Exception, SystemExit) as exc:  # whatever a broken unit raises is a failed check, not a crash
             raise self.fail(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
 
     @functools.cached_property
@@ -128,7 +128,7 @@ class _Case:
         W = self.W
         try:
             feat = self.build(W)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self.fail(f"bank construction failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
         try:
             check_bank(self.unit, feat, M, self.x.shape[1], W)
@@ -323,7 +323,7 @@ def _run_check(init: str, fn: Callable[[_Case], None], unit: Unit, images=None, 
         fn(case)
     except ContractError:
         raise
-    except Exception as exc:  # whatever a broken unit raises is a failed check, not a crash
+    except (Exception, SystemExit) as exc:  # whatever a broken unit raises (or exits with) is a failed check
         raise case.fail(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
 
 

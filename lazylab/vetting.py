@@ -72,8 +72,9 @@ def verdict(arm: Arm, images: np.ndarray) -> list[str]:
 
     Args:
       arm: any arm of the unit (the verdict is the unit's, for every init it declares).
-      images: float32 ``(n, 784)`` real images, ``n >= 16``; the first 512 are the reference images
-        (``lazylab.model`` passes the first 512 training images).
+      images: float32 ``(n, 784)`` real images, ``n >= 16``, or a function returning them (called only
+        when the unit must be checked); the first 512 are the reference images (``lazylab.model``
+        passes the first 512 training images).
     Returns: the failed checks, one line each (``lazylab.testing``'s messages).
     Cost: a few seconds the first time for a unit and plugin identity; a dictionary lookup after.
     """
@@ -86,7 +87,7 @@ def verdict(arm: Arm, images: np.ndarray) -> list[str]:
             from lazylab.testing import check_unit
 
             try:
-                check_unit(arm.unit, images)
+                check_unit(arm.unit, images() if callable(images) else images)
                 failures = []
             except ContractError as exc:
                 failures = getattr(exc, "failures", [str(exc)])

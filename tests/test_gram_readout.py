@@ -155,6 +155,15 @@ def test_gram_on_real_images_crystallizes_and_second_invocation_reuses_the_memo(
     code, out, _ = run(capsys, *argv)
     assert code == 0 and "wrote " + str(out_dir / "gram.gif") in out
     assert json.loads((out_dir / "gram.json").read_text())["gif"]["sha256"] == payload["gif"]["sha256"]
+    # Facts lazylab did not write (an overflowing frame count, a size that is not two numbers): drawn again.
+    for bad in ('"frames": 1e999', '"size": {"a": 1}'):
+        text = (out_dir / "gram.json").read_text()
+        key = bad.split(":")[0]
+        start = text.index(key, text.index('"gif"'))
+        end = text.index("\n", start)
+        (out_dir / "gram.json").write_text(text[:start] + bad + ("," if text[end - 1] == "," else "") + text[end:])
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and "wrote " + str(out_dir / "gram.gif") in out, err
 
 
 @pytest.mark.slow

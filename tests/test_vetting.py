@@ -208,3 +208,53 @@ def test_gram_frames_of_a_unit_normalised_across_units_are_real_sub_banks(fmnist
             own = evaluator(make_bank(arm, 0, x_train, W=W[:m]), x)
             np.testing.assert_allclose(f, own, rtol=1e-5, atol=1e-6)  # each frame is the bank of its own prototypes
             assert np.allclose(phi[:, :m], own, rtol=1e-5, atol=1e-6) == (prefix or m == 64), (unit.name, m)
+
+
+def test_strict_mode_refuses_a_failing_unit_whose_runs_are_in_the_memo(noisy_plugin, capsys, monkeypatch):
+    code, _, err = run(capsys, "ladder", "--arms", "noisy-frozen", *TINY)
+    assert code == 0, err
+    monkeypatch.setenv("LAZYLAB_STRICT_PLUGINS", "1")
+    code, _, err = run(capsys, "ladder", "--arms", "noisy-frozen", *TINY)  # every run in the memo
+    (line,) = lines(err)
+    assert code == 2 and "fails its conformance checks" in line and "refused" in line
+
+
+BROKEN_BANKS = '''
+import sys
+from lazylab.arms import Unit
+
+
+def raising(W, x_ref=None):
+    raise RuntimeError("boom")
+
+
+def exiting(W, x_ref=None):
+    sys.exit(0)
+
+
+RAISING = Unit(name="raising", bank=raising)
+EXITING = Unit(name="exiting", bank=exiting)
+'''
+
+
+def test_a_bank_that_raises_or_exits_is_the_units_failure_in_one_line(tmp_path, monkeypatch, capsys, memo_dir):
+    root = write_dist(tmp_path / "site", "lazylab-broken-banks", "0.1",
+                      {"raising": "lazylab_broken_banks:RAISING", "exiting": "lazylab_broken_banks:EXITING"},
+                      {"lazylab_broken_banks.py": BROKEN_BANKS})
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-broken-banks:raising", "lazylab-broken-banks:exiting"))
+    session_calibration = calibration.calibration_path()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))  # no kept verdicts
+    calibration.save(calibration.read(session_calibration))
+    reset_registry()
+    vetting._known.clear()
+    try:
+        for unit in ("raising", "exiting"):
+            code, out, err = run(capsys, "ladder", "--arms", f"{unit}-frozen,relu-frozen", *TINY)
+            errors = [l for l in lines(err) if l.startswith("error: ")]
+            assert code == 2 and len(errors) == 1, err
+            assert f"unit '{unit}' (lazylab-broken-banks 0.1+src." in errors[0] and "building its bank" in errors[0]
+            assert "relu-frozen" in out  # the other arm still ran and printed its table
+    finally:
+        reset_registry()
+        vetting._known.clear()

@@ -121,9 +121,12 @@ def _compute_then_draw(ws, compute, draw, path: Path):
 
 
 def _sha256(path: Path) -> str:
+    """SHA-256 of a regular file (the bounded reader: a FIFO or a device is refused, not waited on)."""
     import hashlib
 
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from lazylab.schemas import read_bytes
+
+    return hashlib.sha256(read_bytes(path, "GIF")).hexdigest()
 
 
 def _drawn_from(result, draw) -> str:
@@ -140,17 +143,23 @@ def _drawn_from(result, draw) -> str:
 def _kept_gif(path: Path, drawn_from: str):
     """The GIF at ``path`` as a GifInfo when ``<stem>.json`` beside it records the same ``drawn_from`` and
     the file's SHA-256; else None (absent, changed, or drawn from something else)."""
-    import json
-
     from lazylab.render.gifs import GifInfo
+    from lazylab.schemas import read_json
 
     try:
-        facts = json.loads(path.with_suffix(".json").read_text()).get("gif") or {}
+        if not path.with_suffix(".json").exists():
+            return None
+        facts = read_json(path.with_suffix(".json"), "GIF facts", max_bytes=2**24).get("gif") or {}
         if facts.get("drawn_from") != drawn_from or Path(facts["path"]).resolve() != path.resolve() \
                 or _sha256(path) != facts.get("sha256"):
             return None
-        return GifInfo(path, int(facts["frames"]), int(facts["bytes"]), tuple(facts["size"]), int(facts["dpi"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        size = facts["size"]
+        numbers = [facts["frames"], facts["bytes"], facts["dpi"], *size]
+        if len(size) != 2 or not all(type(v) is int and 0 < v < 2**31 for v in numbers) \
+                or facts["bytes"] != path.stat().st_size:
+            return None  # facts lazylab did not write: draw again
+        return GifInfo(path, facts["frames"], facts["bytes"], tuple(size), facts["dpi"])
+    except (LazylabError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 

@@ -105,12 +105,11 @@ class Workspace:
                 found[key] = missing_record(cfg)
             else:
                 todo.setdefault(arm.name, (arm, []))[1].append(cfg)
-        if todo:
-            from lazylab.model import N_REF
-            from lazylab.vetting import vet
+        from lazylab.testing import N_REF  # the reference images, as lazylab.model passes them
+        from lazylab.vetting import vet
 
-            for arm, _ in todo.values():  # every unit refused or announced before any run is computed
-                vet(arm, self.data.x_train[:N_REF])
+        for arm in {arm.name: arm for arm, _ in cells}.values():  # refused or announced before any run, memo or not
+            vet(arm, lambda: self.data.x_train[:N_REF])
         groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
         if groups and not self._stale_noted:
             # Say once why runs a user thinks are stored are computed again.

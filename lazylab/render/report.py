@@ -40,6 +40,7 @@ from typing import Callable
 
 import numpy as np
 
+from lazylab.errors import LazylabError
 from lazylab.experiments import render as xr
 from lazylab.paths import writable_dir, write_atomically, write_text_atomically
 from lazylab.render.page import report_html
@@ -108,11 +109,13 @@ class Renderer:
 
     # ------------------------------------------------------------ manifest
     def _load_manifest(self) -> dict:
-        try:
-            m = json.loads((self.out / MANIFEST).read_text())
+        from lazylab.schemas import read_json
+
+        try:  # the bounded reader: a FIFO or a device in the folder is refused at once, not waited on
+            m = read_json(self.out / MANIFEST, "render manifest") if (self.out / MANIFEST).exists() else None
             if isinstance(m, dict) and m.get("schema") == RENDER_SCHEMA and isinstance(m.get("jobs"), dict):
                 return m
-        except (OSError, ValueError):
+        except (LazylabError, OSError, ValueError):
             pass
         return {"schema": RENDER_SCHEMA, "jobs": {}}
 
