@@ -309,7 +309,6 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
     phis += [bank_features(memo_key("gramfeat", _RepeatKey(kind="gram-features-repeat", repeat=r, **base)), r)
              for r in range(1, cfg.repeats)]
     tick("features", cfg.repeats, cfg.repeats)
-    phi = phis[0]
 
     stored = memo.get_arrays(rkey)
     if stored is None or "kernel" not in stored:
