@@ -166,7 +166,8 @@ def test_a_units_second_init_is_a_darker_shade_and_a_unit_may_name_its_colour(mo
     # A plugin unit's own colour, checked with the contract.
     teal = replace(RELU, name="teal", colour="#117733")
     assert _check_contract(teal, "teal") is teal
-    for bad, why in (("#777777", "grey"), ("#E31A1C", "warning red"), ("teal", "#RRGGBB")):
+    for bad, why in (("#777777", "grey"), ("#E31A1C", "warning red"), ("teal", "#RRGGBB"), ("#FFFFFF", "too light"),
+                     ("#F0E442", "too light"), ("#e69f00", "built-in unit 'relu'")):
         with pytest.raises(ContractError, match=why):
             _check_contract(replace(RELU, name="teal", colour=bad), "teal")
     reg = arms.Registry(units={"teal": (teal, "lazylab-teal", "0.1")})

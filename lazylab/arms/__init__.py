@@ -28,6 +28,10 @@ from typing import Callable
 
 from lazylab.errors import LazylabError
 
+# The built-in units' colours in every picture (Okabe & Ito 2008: blue, orange, bluish green, reddish
+# purple); a plugin unit may not take one (``Unit.colour``).
+UNIT_COLOURS = {"yat": "#0072B2", "relu": "#E69F00", "gaussian": "#009E73", "rff": "#CC79A7"}
+
 ENTRY_POINT_GROUP = "lazylab.arms"
 # 1: name, bank(W, x_ref), inits, fan_in, lr_grids, prototypes_are_images.
 # 2: adds the optional ``sample`` (the unit's own random draw of W), ``takes_key``
@@ -92,7 +96,8 @@ class Unit:
         ``lazylab.testing.check_unit`` checks it when declared.
       colour: (v4, optional) the unit's colour in every picture, ``"#RRGGBB"``
         (not grey, which draws reference lines, nor the warning red
-        ``#E31A1C``); default: one picked from the name (``lazylab.render.style``).
+        ``#E31A1C``, nor a colour too light to see on white, nor a built-in
+        unit's, ``UNIT_COLOURS``); default: one picked from the name (``lazylab.render.style``).
 
     What lazylab derives: arms ``<name>-frozen`` and ``<name>-trained`` for
     the default init, plus ``<name>-<init>-frozen|trained`` for the other
@@ -234,6 +239,11 @@ def _check_contract(obj, ep_name: str) -> Unit:
             raise ContractError(f"colour {obj.colour} is a grey, which draws the reference lines; name a hue")
         if obj.colour.upper() == "#E31A1C":
             raise ContractError("colour #E31A1C is the warning red (the unstable-run mark); name another")
+        if 0.2126 * r + 0.7152 * g + 0.0722 * b > 215:  # Rec. 709 luma (0-255): lighter vanishes on white
+            raise ContractError(f"colour {obj.colour} is too light to see on the white figures; name a darker one")
+        owner = next((u for u, c in UNIT_COLOURS.items() if c.upper() == obj.colour.upper() and u != obj.name), None)
+        if owner is not None:
+            raise ContractError(f"colour {obj.colour} is the built-in unit {owner!r}'s; name another")
     if obj.lr_grids is not None:
         if not isinstance(obj.lr_grids, dict) or not set(obj.lr_grids) <= {"frozen", "trained"}:
             raise ContractError("lr_grids must be a dict with keys 'frozen' and/or 'trained'")

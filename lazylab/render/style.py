@@ -41,6 +41,8 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
+from lazylab.arms import UNIT_COLOURS
+
 # Okabe & Ito (2008): the eight colours of the palette.
 OKABE_ITO = {
     "black": "#000000",
@@ -51,12 +53,6 @@ OKABE_ITO = {
     "blue": "#0072B2",
     "vermillion": "#D55E00",
     "reddish purple": "#CC79A7",
-}
-UNIT_COLOURS = {
-    "yat": OKABE_ITO["blue"],
-    "relu": OKABE_ITO["orange"],
-    "gaussian": OKABE_ITO["bluish green"],
-    "rff": OKABE_ITO["reddish purple"],
 }
 # For units without a fixed colour; the yellow is darkened (#F0E442 vanishes on white lines). No grey:
 # grey draws the reference rungs and the legend keys. Indigo and wine from Tol's "muted" scheme.
