@@ -478,6 +478,10 @@ def test_from_names_gram_readout_and_trajectory_pictures_by_their_json(rendered,
     assert [c.key() for c in xr.readout_spec(ws, s.readout)[1]] == [c.key() for c in xr.readout_spec(ws, r)[1]]
     assert [i["key"] for i in xr.trajectory_spec(ws, s.trajectory)] == [i["key"] for i in xr.trajectory_spec(ws, t)]
     assert s.ntk == xr.DEFAULT_SETTINGS.ntk and s.ladder == xr.DEFAULT_SETTINGS.ladder  # nothing else changed
+    # The ladder sections alone never read a gram: said, not dropped.
+    code, out, err = run(capsys, "render", "report", "--from", tmp_path / "g" / "gram.json", "--sections", "ladders",
+                         "--out", tmp_path / "o", "--cache-dir", memo)
+    assert_one_line_error(code, err, "--sections ladders draws the ladders alone; --from names a gram file")
     # the report credits the command that made each picture, with its options
     spec = Renderer(ws, tmp_path / "o", s).spec("gram")
     assert spec["command"] == f"lazylab gram --max-units {g.max_units} --frames {g.frames} --ref-units {g.ref_units}"

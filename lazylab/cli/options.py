@@ -246,7 +246,8 @@ def _held_in_memo(name: str) -> str:
     plugins = sorted({r.plugin for r in listing.runs if r.plugin}) or ["an unrecorded plugin"]
     n = len(listing.runs)
     return (f"; the memo at {listing.directory} holds {n} result{'s' if n != 1 else ''} of it, computed by "
-            f"{', '.join(plugins)}: install that plugin to reuse them (lazylab runs --arm {name} lists them)")
+            f"{', '.join(plugins)}, reused only by {'that plugin' if len(plugins) == 1 else 'one of those plugins'} at that "
+            f"version and source (lazylab runs --arm {name} lists them)")
 
 
 def parse_arms(value: str | None) -> tuple:

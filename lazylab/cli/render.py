@@ -169,8 +169,17 @@ def _computing_command(name: str, stages: tuple, doc: str):
     """``lazylab render NAME``: the render command running ``stages`` that may compute ladder runs."""
     def command(preset, out_dir, redraw, data_dir, cache_dir, cache_limit, from_json, arms_, widths, seeds, epochs,
                 dry_run, sections="all"):
-        _render(("ladders",) if sections == "ladders" else stages, out_dir, redraw, data_dir, cache_dir,
-                _render_settings(preset, from_json, arms_, widths, seeds, epochs), cache_limit, dry_run)
+        from lazylab.experiments.render import DEFAULT_SETTINGS
+
+        settings = _render_settings(preset, from_json, arms_, widths, seeds, epochs)
+        if sections == "ladders":  # a --from file the ladder sections never read would be dropped without a word
+            unread = [part for part in ("gram", "readout", "trajectory")
+                      if getattr(settings, part) != getattr(DEFAULT_SETTINGS, part)]
+            if unread:
+                raise click.UsageError(f"--sections ladders draws the ladders alone; --from names a {unread[0]} file "
+                                       "(drop it, or use --sections all)")
+        _render(("ladders",) if sections == "ladders" else stages, out_dir, redraw, data_dir, cache_dir, settings,
+                cache_limit, dry_run)
 
     command.__doc__ = doc
     if name == "report":
