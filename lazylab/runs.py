@@ -369,7 +369,9 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
         if run.code is None and isinstance(run.config.get("code"), str):
             run.code = run.config["code"]
         run.plugin = _plugin_of(run.config)
-        run.provenance = provenance(run.arm, run.plugin, installed)
+        # A redundancy row measures a bank, not an arm: its unit is the one behind the bank's frozen arm.
+        bank_arm = f"{rec['bank']}-frozen" if kind == "redundancy" and isinstance(rec.get("bank"), str) else None
+        run.provenance = provenance(run.arm or bank_arm, run.plugin, installed)
         if stored is not None:
             run.stored = datetime.fromtimestamp(stored, timezone.utc).isoformat(timespec="seconds")
         if run.arm:

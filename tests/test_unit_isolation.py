@@ -269,6 +269,9 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
     assert rows == {old: "stale source", new: ""}
     code, out, _ = run(capsys, "runs", "--arm", "editable-frozen", "--json", "-")
     assert {r["plugin"]: r["provenance"] for r in json.loads(out)["runs"]} == rows
+    # The bank's redundancy rows (no arm of their own) are marked by the same rule.
+    banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy") if "editable" in r.detail}
+    assert banks == rows
 
     # Uninstalled: the arm is unknown, and the error says what the memo holds of it.
     monkeypatch.setenv("LAZYLAB_ARMS", pinned())
