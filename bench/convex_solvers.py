@@ -27,6 +27,7 @@ import argparse
 import time
 
 import numpy as np
+from convex import best_of  # bench/convex.py: a script's own directory is on sys.path
 
 
 def newton_cg(F, y, lam, mu, P, tol, subsample=None, max_steps=50, max_cg=250, seed=0) -> dict:
@@ -67,7 +68,7 @@ def newton_cg(F, y, lam, mu, P, tol, subsample=None, max_steps=50, max_cg=250, s
             break
         pS = p[rows] if subsample else p
 
-        def hessian(d):
+        def hessian(d, pS=pS):  # the probabilities of this step
             nonlocal products
             Zd, DW = direction_logits(FS, d)
             R = (pS * Zd - pS * (pS * Zd).sum(axis=1, keepdims=True)) / len(FS)
@@ -95,16 +96,6 @@ def newton_cg(F, y, lam, mu, P, tol, subsample=None, max_steps=50, max_cg=250, s
         steps += 1
     return {"products": products, "steps": steps, "objective": value(Z, W), "grad_norm": gnorm,
             "seconds": time.perf_counter() - t0}
-
-
-def best_of(fn, repeat: int = 3) -> float:
-    """The fastest of ``repeat`` timed calls of ``fn`` (seconds)."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def fused(F, W, block: int = 2048):
