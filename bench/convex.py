@@ -6,7 +6,7 @@ For each arm and width (seed 0, all 60,000 training images): one convex cell com
 ``lazylab ladder --readout convex`` computes it (``experiments.convex.convex_cells``: the bank's
 features, the preconditioner, one L-BFGS solve at the arm's chosen lambda, the scores), on a
 memo that stores no features (so the features are computed, as on a fresh machine). Lambda is
-the arm's choice from ``--cache-dir``'s memo when it holds one (the frontier's), else 1e-6.
+the arm's choice at that width from ``--cache-dir``'s memo when it holds one (the frontier's), else 1e-6.
 
 The floor of that cell is the work it cannot avoid, at this machine's rates measured in the same
 run (these machines are noisy: only ratios measured together mean anything):
@@ -83,11 +83,11 @@ def main() -> None:
         print(" | ".join(header))
         for name in args.arms.split(","):
             arm = get_arm(name)
-            lam = 1e-6
-            if chosen is not None:
-                rec = chosen.memo.get_record(lambda_config(chosen, arm, 60000, "unit", LAMBDAS).key())
-                lam = rec["lambda"] if isinstance(rec, dict) else lam
             for m in (int(w) for w in args.widths.split(",")):
+                lam = 1e-6
+                if chosen is not None:
+                    rec = chosen.memo.get_record(lambda_config(chosen, arm, m, 60000, "unit", LAMBDAS).key())
+                    lam = rec["lambda"] if isinstance(rec, dict) else lam
                 cfg = convex_config(ws, arm, m, 0, lam)
                 record = convex_cells(ws, arm, [cfg])[0]
                 F = np.asarray(_features(ws, arm, cfg)[0])  # the same bank (kept in memory by the workspace)

@@ -123,7 +123,7 @@ def main() -> None:
 
     ws = Workspace(cache_dir=args.cache_dir)
     arm = get_arm(args.arm)
-    choice = ws.memo.get_record(lambda_config(ws, arm, 60000, "unit", LAMBDAS).key())
+    choice = ws.memo.get_record(lambda_config(ws, arm, args.width, 60000, "unit", LAMBDAS).key())
     lam = choice["lambda"] if isinstance(choice, dict) else 1e-6
     F = np.asarray(_features(ws, arm, convex_config(ws, arm, args.width, args.seed, lam))[0], np.float32)
     y = np.asarray(ws.data.y_train[:60000])

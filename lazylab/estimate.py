@@ -79,9 +79,10 @@ NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 CONVEX_SETUP_S = 0.5
 CONVEX_COV_S = 1.0e-11
 CONVEX_FACTOR_S = 2.0e-11
-CONVEX_EVAL_IMAGE_S = 1.0e-6
-CONVEX_EVAL_S = 1.5e-9
-CONVEX_DATA_EVALUATIONS = 1070
+CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 1.0e-6, 1.5e-9
+# A width's lambda choice: CHOICE_SOLVES cell-sized solves on 50,000 images (its walk fits 2-6 lambdas, warm-started:
+# 2,086-3,454 evaluations in all for yat-data, 106-1,627 for the other banks at m <= 1024).
+CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 4
 CONVEX_UNIT_EVALUATIONS = {"yat": 0.5, "relu": 1.5, "gaussian": 1.0}  # another unit: 1
 
 
@@ -337,28 +338,27 @@ def convex_solve_s(width: int, rows: int, evaluations: float) -> float:
 
 
 def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
-    """``run_convex_ladder``'s jobs: per frozen arm the choice of lambda (at m = 256, seed 0: the bank's
-    features, one solve per lambda on the fitting images), then every width x seed (the bank's features and
-    one solve on every image). Solves are priced at ``convex_evaluations`` evaluations."""
+    """``run_convex_ladder``'s jobs: per frozen arm and width the choice of lambda (seed 0's features, ``CHOICE_SOLVES``
+    solves), then every seed (its features, one solve on every image), at ``convex_evaluations`` evaluations a solve."""
     from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config
 
     rows, seconds, pending = [], 0.0, []
     for arm in (a for a in plan.arms if not a.trained):
         data_seeded = arm.unit.name == "yat" and arm.init == "data"  # its units spike at their seed images
-        lcfg = lambda_config(ws, arm, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
-        choice = ws.memo.get_record(lcfg.key())
-        lam = choice.get("lambda") if isinstance(choice, dict) else None
-        row = _row("convex-lambda", arm.name, lcfg.width, lcfg.seed, None, lcfg.key(), lam is not None)
-        if lam is None:
-            pending.append(arm.name)
-            fit = plan.train_size - lcfg.holdout
-            s = pricer.bank_s((arm.name, lcfg.width, lcfg.seed, plan.train_size, plan.fan_in), lcfg.width,
-                              plan.train_size)
-            s += len(lcfg.lambdas) * convex_solve_s(lcfg.width, fit, convex_evaluations(lcfg.width, arm.unit.name, data_seeded))
-            row["seconds"] = round(s, 3)
-            seconds += s
-        rows.append(row)
         for width in plan.widths:
+            lcfg = lambda_config(ws, arm, width, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
+            choice = ws.memo.get_record(lcfg.key())
+            lam = choice.get("lambda") if isinstance(choice, dict) else None
+            row = _row("convex-lambda", arm.name, width, lcfg.seed, None, lcfg.key(), lam is not None)
+            if lam is None:
+                pending.append(f"{arm.name} m={width}")
+                evaluations = convex_evaluations(width, arm.unit.name, data_seeded)
+                s = pricer.bank_s((arm.name, width, lcfg.seed, plan.train_size, plan.fan_in), width, plan.train_size)
+                s += min(CHOICE_SOLVES, len(lcfg.lambdas)) * convex_solve_s(width, plan.train_size - lcfg.holdout,
+                                                                            evaluations)
+                row["seconds"] = round(s, 3)
+                seconds += s
+            rows.append(row)
             for seed in plan.seeds:
                 cfg = convex_config(ws, arm, width, seed, lam or 0.0, plan.train_size, plan.fan_in)
                 stored = lam is not None and cfg.key() in ws.memo
@@ -369,8 +369,8 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                     row["seconds"] = round(s, 3)
                     seconds += s
                 rows.append(row)
-    notes = [f"{', '.join(pending)}: convex lambda not chosen yet, so every convex readout counts as to compute"] \
-        if pending else []
+    notes = [f"convex lambda not chosen yet at {len(pending)} arm-widths (first {pending[0]}), so their readouts "
+             "count as to compute"] if pending else []
     return rows, seconds, notes
 
 

@@ -61,19 +61,27 @@ def test_warm_start_reaches_the_same_optimum(relu_features):
 
 @pytest.mark.slow
 def test_lambda_is_chosen_on_held_out_training_images(relu_features):
-    """The choice reads the training images only (it takes no test set): the grid's fits see the first
-    5/6, their accuracies are those on the last 1/6, and the best wins (ties: the larger lambda)."""
+    """The choice reads the training images only (it takes no test set): the path's fits see the first
+    5/6, their accuracies are those on the last 1/6, the walk stops at the first lambda that does not beat
+    the best so far, and the best wins (ties: the larger lambda)."""
     F, y, _, _ = relu_features
     cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
-                       lambdas=(1e-1, 1e-3, 1e-5), holdout=len(y) // 6)
+                       lambdas=(1e1, 1e-1, 1e-3, 1e-5, 1e-7), holdout=len(y) // 6)
     a = choose_lambda(F, y, cfg)
-    assert a["lambda"] == max(cfg.lambdas, key=lambda lam: (a["selection"][repr(lam)], lam))
-    assert len(set(a["selection"].values())) > 1 and all(40 < v < 95 for v in a["selection"].values())
+    fitted = [float(k) for k in a["selection"]]
+    acc = [a["selection"][k] for k in a["selection"]]
+    assert fitted == list(cfg.lambdas[: len(fitted)]) and len(fitted) >= 2
+    assert a["lambda"] == max(fitted, key=lambda lam: (a["selection"][repr(lam)], lam))
+    assert all(acc[i + 1] > max(acc[: i + 1]) for i in range(len(acc) - 2))  # every fit but the last gained
+    assert len(fitted) == len(cfg.lambdas) or acc[-1] <= max(acc[:-1])  # the last did not, or ended the path
+    assert acc[0] < max(acc) - 5  # lambda = 10 crushes the head: the walk had to leave it
+    assert all(40 < v < 95 for v in acc[1:])
     shuffled = y.copy()
     shuffled[-cfg.holdout:] = (shuffled[-cfg.holdout:] + 1) % 10  # wrong held-out labels: chance-level scores
     b = choose_lambda(F, shuffled, cfg)
     assert all(v < 20 for v in b["selection"].values())
-    assert b["selection_iterations"] == a["selection_iterations"]  # the fits never read the held-out images
+    common = set(a["selection"]) & set(b["selection"])
+    assert {k: b["selection_iterations"][k] for k in common} == {k: a["selection_iterations"][k] for k in common}
 
 
 @pytest.mark.slow
@@ -105,13 +113,17 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
         assert r["convex_loss"] < r["protocol_loss"] and r["loss_gap"] > 0
         assert r["convex_acc"] == pytest.approx(r["best_acc"] + r["gap"])
     runs = payload["convex"]["runs"]
-    (choice,) = payload["convex"]["choices"]
-    assert set(choice["selection"]) == {"0.001", "1e-05"} and choice["config"]["width"] == 256
-    assert len(runs) == 2 and all(r["lambda"] == choice["lambda"] for r in runs)
+    choices = {ch["config"]["width"]: ch for ch in payload["convex"]["choices"]}  # one per width, on seed 0's bank
+    assert set(choices) == {8, 16} and all(ch["config"]["seed"] == 0 for ch in choices.values())
+    assert all("0.001" in ch["selection"] and set(ch["selection"]) <= {"0.001", "1e-05"} for ch in choices.values())
+    assert len(runs) == 2 and all(r["lambda"] == choices[r["config"]["width"]]["lambda"] for r in runs)
+    said = {w: f"{choices[w]['lambda']:g}" for w in (8, 16)}
+    line = ("relu-frozen " + (f"{said[8]} (m = 8-16)" if said[8] == said[16] else f"{said[8]} (m = 8), {said[16]} (m = 16)"))
+    assert "lambda per width, chosen on seed 0's bank by held-out accuracy: " + line in out.replace("\n", " ")
     again = run(capsys, *argv)
-    assert "convex readouts: 3 computed, 0 from the memo" in out  # the lambda choice, then the two cells
+    assert "convex readouts: 4 computed, 0 from the memo" in out  # each width's lambda choice, then its cell
     assert again[0] == 0 and "0 computed, 4 from the memo" in again[1]
-    assert "convex readouts: 0 computed, 3 from the memo" in again[1]
+    assert "convex readouts: 0 computed, 4 from the memo" in again[1]
     assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
 
 

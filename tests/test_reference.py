@@ -21,7 +21,7 @@ from lazylab.experiments import Workspace
 from lazylab.experiments import render as xr
 from lazylab.experiments.ladder import PAPER_ARMS, PAPER_WIDTHS
 from lazylab.experiments.render import build_reference
-from lazylab.reference import KIND, PROVENANCE_KEYS, dump_reference, load_reference, reference_path
+from lazylab.reference import KIND, PROVENANCE_KEYS, REFERENCE_SCHEMA, dump_reference, load_reference, reference_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_PLAN = dict(arms=["yat-frozen", "yat-trained"], widths=[8, 16], seeds=[0], epochs=1, train_size=512, lr=None)
@@ -77,24 +77,29 @@ def check_reference(doc: dict) -> None:
 
 
 def _check_convex(p: dict) -> None:
-    """The convex part (``run_convex_ladder``) agrees with its own records: each arm's lambda is what its choice's
-    held-out accuracies pick, every cell is fitted at it, the cell means and the wall are the records' means,
-    and the answer is what ``answer_rows`` computes from the records."""
+    """The convex part (``run_convex_ladder``) agrees with its own records: each arm's lambda at each width is
+    where its choice's walk down the path stopped (every lambda fitted but the last beat the best before it, the
+    last did not or ended the path) and the best of those it fitted, every cell of that width is fitted at it, the
+    cell means and the wall are the records' means, and the answer is what ``answer_rows`` computes from the records."""
     from lazylab.exchange import answer_rows
 
     plan, c = p["plan"], p["convex"]
     widths = (c.get("partial") or {}).get("widths") or plan["widths"]
-    choices = {ch["config"]["arm"]: ch for ch in c["choices"]}
-    assert set(choices) == set(c["arms"])
+    choices = {(ch["config"]["arm"], ch["config"]["width"]): ch for ch in c["choices"]}
+    assert {arm for arm, _ in choices} == set(c["arms"])
     for arm, a in c["arms"].items():
-        ch = choices[arm]
-        grid = ch["config"]["lambdas"]
-        assert ch["lambda"] == a["lambda"] == max(grid, key=lambda lam: (ch["selection"][repr(lam)], lam)), arm
-        assert ch["config"]["width"] == c["lambda_width"] and set(ch["selection"]) == {repr(v) for v in grid}
         for w in widths:
+            ch = choices[(arm, w)]
+            path = ch["config"]["lambdas"]
+            fitted = sorted((float(k) for k in ch["selection"]), reverse=True)  # the memo stores keys sorted as text
+            acc = [ch["selection"][repr(lam)] for lam in fitted]
+            assert fitted == path[: len(fitted)] and ch["config"]["seed"] == c["lambda_seed"], (arm, w)
+            assert all(acc[i + 1] > max(acc[: i + 1]) for i in range(len(acc) - 2)), (arm, w)  # each gained but the last
+            assert len(fitted) == len(path) or acc[-1] <= max(acc[:-1]), (arm, w)  # which stopped the walk
+            assert ch["lambda"] == a["lambdas"][str(w)] == max(fitted, key=lambda lam: (ch["selection"][repr(lam)], lam))
             mine = [r for r in c["runs"] if r["config"]["arm"] == arm and r["config"]["width"] == w]
             assert sorted(r["config"]["seed"] for r in mine) == sorted(plan["seeds"]), (arm, w)
-            assert all(r["lambda"] == r["config"]["lam"] == a["lambda"] and r["stop"] and r["grad_norm"] >= 0
+            assert all(r["lambda"] == r["config"]["lam"] == ch["lambda"] and r["stop"] and r["grad_norm"] >= 0
                        and r["config"]["train_size"] == plan["train_size"] and r["config"]["data"] == plan["data"]
                        for r in mine)
             cell = a["cells"][str(w)]
@@ -241,7 +246,7 @@ def _nudge_first_mean(text: str) -> str:
 @pytest.mark.parametrize("damage, needle", [
     (lambda t: "{not json", "not JSON"),
     (lambda t: t.replace(KIND, "something else"), "not a lazylab reference file"),
-    (lambda t: t.replace('"schema": 1', '"schema": 99'), "schema 99"),
+    (lambda t: t.replace(f'"schema": {REFERENCE_SCHEMA}', '"schema": 99'), "schema 99"),
     (lambda t: t.replace('"where":', '"wear":'), "field provenance.where: Field required"),
     (lambda t: t.replace('"digest":', '"digits":'), "field provenance.digest: Field required"),
     (lambda t: t.replace('"runs": 11', '"runs": 12'), "12 runs"),

@@ -55,8 +55,8 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
 @click.option("--readout", type=click.Choice(["adamw", "convex", "both"]), default="adamw", show_default=True,
               help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
                    "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
-@list_option("--lambdas", help="Convex readout: L2 penalties to choose from on a held-out part of the training set "
-             "[default: 1e-4,1e-6,1e-8].")
+@list_option("--lambdas", help="Convex readout: the L2 penalty path walked at each width, largest first, until "
+             "held-out training accuracy stops improving [default: 1e-2,1e-4,...,1e-12].")
 @list_option("--climb-widths", type=IntList(1),
              help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite,
@@ -213,11 +213,21 @@ def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
             reporter = ProgressReporter(display, "convex readouts")
             convex = run_convex_ladder(ws, plan, lambdas, reporter)
         out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
-    chosen = "; ".join(f"{arm} {a['lambda']:g} (" + ", ".join(f"{float(k):g}: {v:.2f} %" for k, v in a["selection"].items())
-                       + ")" for arm, a in convex["arms"].items() if a.get("lambda") is not None)
-    out.print(f"lambda per arm, chosen at m = {convex['lambda_width']}, seed 0 by held-out accuracy: {chosen}",
+    chosen = "; ".join(f"{arm} {_lambda_runs(a['lambdas'])}" for arm, a in convex["arms"].items())
+    out.print(f"lambda per width, chosen on seed {convex['lambda_seed']}'s bank by held-out accuracy: {chosen}",
               soft_wrap=True)
     return convex
+
+
+def _lambda_runs(lambdas: dict) -> str:
+    """``{"16": 1e-06, "32": 1e-06, "64": 1e-08}`` as ``1e-06 (m = 16-32), 1e-08 (m = 64)`` (None: not chosen)."""
+    runs: list[list] = []
+    for w, lam in sorted(lambdas.items(), key=lambda kv: int(kv[0])):
+        if runs and runs[-1][0] == lam:
+            runs[-1][2] = w
+        else:
+            runs.append([lam, w, w])
+    return ", ".join(f"{'?' if lam is None else f'{lam:g}'} (m = {a}{'' if a == b else f'-{b}'})" for lam, a, b in runs)
 
 
 def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain) -> None:

@@ -171,8 +171,9 @@ class ProgressReporter:
 
     @staticmethod
     def label(cfg) -> str:
-        """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout (no rate)."""
-        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + ("convex" if cfg.lr is None else f"lr={cfg.lr:g}")
+        """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout, ``... lambda`` for its choice (no rate)."""
+        kind = "lambda" if hasattr(cfg, "lambdas") else "convex"
+        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + (kind if cfg.lr is None else f"lr={cfg.lr:g}")
 
     def start(self, cfg):
         check_interrupt()

@@ -16,11 +16,17 @@ What ``lambda`` corresponds to in the protocol: AdamW's decoupled weight decay
 (Loshchilov & Hutter 2019, Algorithm 2) shrinks ``W`` by ``lr * wd * W`` per
 step. For plain SGD that is exactly an L2 penalty with ``lambda = wd`` (1e-4);
 under Adam's per-coordinate scaling no penalty reproduces it. So ``lambda`` is
-chosen, not copied, the way the protocol chooses its rate (SPEC section 5): once
-per arm, at the bracketing width m = 256 and seed 0 (``LambdaConfig``), from a
-small grid (``LAMBDAS``), by accuracy on a held-out part of the *training* set
-(its last ``1/HOLDOUT_FRACTION``, never the test set); every cell of the arm is
-then one fit at that ``lambda`` on every training image (``ConvexConfig``).
+chosen, not copied: at every width, on seed 0's bank (``LambdaConfig``), by
+accuracy on a held-out part of the *training* set (its last
+``1/HOLDOUT_FRACTION``, never the test set), walking down the regularisation
+path ``LAMBDAS`` (Friedman, Hastie & Tibshirani 2010, section 2.5: largest
+first, each fit warm-starting the next) until a lambda does not beat the best
+held-out accuracy so far. Every cell of that width (each seed) is then one fit
+at that ``lambda`` on every training image (``ConvexConfig``). The choice is
+per width because the best penalty moves with it: relu-frozen's held-out choice
+rises 100-fold from m = 256 to 1024, and at m = 4096 a Yat bank's optimum is
+1.7 points higher at a penalty 100 times below its m = 256 choice
+(docs/convex.md, "Lambda per width").
 
 The solver (L-BFGS-B in whitened coordinates over OpenBLAS products, its stopping rules and
 memory) is ``lazylab.experiments.convex_solve``.
@@ -40,12 +46,11 @@ from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
 from lazylab.experiments.convex_solve import MAX_ITER, TOL, preconditioner, scores, solve
 
-# The lambda grid, largest first (the path is solved in this order, each fit warm-starting the next).
+# The regularisation path, largest first, walked down until held-out accuracy stops improving.
 # Penalties are on the raw head weights, whose scale follows the features': Yat features are small,
 # so their useful lambdas are small (docs/convex.md).
-LAMBDAS = (1e-4, 1e-6, 1e-8)
-LAMBDA_WIDTH = 256  # lambda is chosen where the protocol brackets its rate (lazylab.bracket.BRACKET_WIDTH)
-LAMBDA_SEED = 0
+LAMBDAS = (1e-2, 1e-4, 1e-6, 1e-8, 1e-10, 1e-12)
+LAMBDA_SEED = 0  # the bank whose held-out accuracy chooses each width's lambda
 HOLDOUT_FRACTION = 6  # the last 1/6 of the training images (10,000 of 60,000) choose lambda
 CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 
@@ -79,10 +84,10 @@ class _Bank:
 
 @dataclass(frozen=True)
 class LambdaConfig(_Bank):
-    """The choice of an arm's ``lambda``: its bank at ``LAMBDA_WIDTH``, ``LAMBDA_SEED``, fitted at each of
-    ``lambdas`` on all but the last ``holdout`` training images and scored on those.
+    """The choice of an arm's ``lambda`` at one width: its bank at that width and ``LAMBDA_SEED``, fitted down
+    the path ``lambdas`` on all but the last ``holdout`` training images and scored on those (``choose_lambda``).
 
-    Attributes: the bank's fields (as in ``RunConfig``); ``lambdas`` the grid, largest first;
+    Attributes: the bank's fields (as in ``RunConfig``); ``lambdas`` the path, largest first;
     ``holdout``; ``tol``, ``max_iter`` the stopping rule. The memo key hashes all of them.
     """
 
@@ -123,14 +128,14 @@ def _frozen(arm: Arm) -> None:
                            "(use a -frozen arm, or --readout adamw)")
 
 
-def lambda_config(ws: Workspace, arm: Arm, train_size: int = 60000, fan_in: str = "unit",
+def lambda_config(ws: Workspace, arm: Arm, width: int, train_size: int = 60000, fan_in: str = "unit",
                   lambdas: tuple[float, ...] = LAMBDAS) -> LambdaConfig:
-    """The canonical config of the choice of ``arm``'s ``lambda`` on this workspace's data.
+    """The canonical config of the choice of ``arm``'s ``lambda`` at ``width`` on this workspace's data.
 
     Raises: LazylabError if ``arm`` trains its bank (the convex readout needs frozen features).
     """
     _frozen(arm)
-    return LambdaConfig(arm=arm.name, plugin=arm.plugin, width=LAMBDA_WIDTH, seed=LAMBDA_SEED, train_size=train_size,
+    return LambdaConfig(arm=arm.name, plugin=arm.plugin, width=width, seed=LAMBDA_SEED, train_size=train_size,
                         fan_in=fan_in, data=ws.fingerprint, lambdas=tuple(float(v) for v in lambdas),
                         holdout=train_size // HOLDOUT_FRACTION)
 
@@ -147,25 +152,32 @@ def convex_config(ws: Workspace, arm: Arm, width: int, seed: int, lam: float, tr
 
 
 def choose_lambda(F_train, y_train, cfg: LambdaConfig) -> dict:
-    """Fit on the first ``train_size - holdout`` images at each of ``cfg.lambdas`` (largest first, each fit
-    warm-starting the next) and keep the one with the highest accuracy on the last ``holdout`` (ties: the larger).
+    """Walk down the path ``cfg.lambdas`` (largest first, each fit on the first ``train_size - holdout``
+    images warm-starting the next) until a lambda's accuracy on the last ``holdout`` images does not beat
+    the best so far, and keep the best (ties: the larger).
+
+    Friedman, Hastie & Tibshirani (2010), section 2.5: the path from strong to weak penalties, each
+    solution the next one's start; stopping at the first lambda that gains nothing is early stopping
+    with patience one, so weak penalties (the slow fits) are solved only while they still help.
 
     Args: F_train ``(train_size, m)`` float32 features; y_train ``(train_size,)`` labels; cfg the choice.
     Returns: ``{"lambda", "selection": {repr(lambda): held-out accuracy %}, "selection_iterations":
-      {repr(lambda): iterations}, "evaluations"}`` (evaluations summed over the grid).
+      {repr(lambda): iterations}, "evaluations"}`` for the lambdas fitted (evaluations summed over them).
     Raises: ValueError for non-finite features.
     """
     n = cfg.train_size
     rows = n - cfg.holdout
     precond = preconditioner(F_train, rows)
-    selection, iterations, evaluations, start = {}, {}, 0, None
+    selection, iterations, evaluations, start, best = {}, {}, 0, None, None
     for lam in sorted(cfg.lambdas, reverse=True):
         start = solve(F_train, y_train, lam, rows, cfg.tol, cfg.max_iter, start=start, precond=precond)
         right = scores(np.asarray(F_train)[rows:n], np.asarray(y_train)[rows:n], start["W"], start["b"])[1]
         selection[repr(lam)] = 100.0 * float(right.mean())
         iterations[repr(lam)] = start["iterations"]
         evaluations += start["evaluations"]
-    best = max(cfg.lambdas, key=lambda lam: (selection[repr(lam)], lam))
+        if best is not None and selection[repr(lam)] <= selection[repr(best)]:
+            break
+        best = lam
     return {"lambda": best, "selection": selection, "selection_iterations": iterations, "evaluations": evaluations}
 
 
@@ -211,18 +223,25 @@ def convex_cells(ws, arm: Arm, cfgs: list[ConvexConfig], on_epoch=None) -> list[
     ``on_epoch`` is unused (a solve has no epochs). Raises: LazylabError naming the arm and cell if
     its features are not finite.
     """
-    records = []
-    for cfg in cfgs:
-        t0 = time.perf_counter()
-        F_train, F_test = _features(ws, arm, cfg)
-        y_train = np.asarray(ws.data.y_train[: cfg.train_size])
-        try:
-            result = convex_readout(F_train, y_train, F_test, np.asarray(ws.data.y_test), cfg)
-        except ValueError as exc:
-            raise LazylabError(f"{arm.name} ({arm.plugin}) m={cfg.width} seed={cfg.seed}: {exc}") from None
-        records.append({"key": cfg.key(), "config": _config_json(cfg), **result,
-                        "seconds": round(time.perf_counter() - t0, 3)})
-    return records
+    return [_cell(ws, arm, cfg, convex_readout, True) for cfg in cfgs]
+
+
+def lambda_cells(ws, arm: Arm, cfgs: list[LambdaConfig], on_epoch=None) -> list[dict]:
+    """The records of the lambda choices ``cfgs`` of ``arm`` (``choose_lambda``; a backend's unit of work,
+    as ``convex_cells``). Raises as ``convex_cells``."""
+    return [_cell(ws, arm, cfg, choose_lambda, False) for cfg in cfgs]
+
+
+def _cell(ws, arm: Arm, cfg, fit, test: bool) -> dict:
+    """One record: ``fit`` (``convex_readout`` with the test features, ``choose_lambda`` without) on the bank."""
+    t0 = time.perf_counter()
+    F_train, F_test = _features(ws, arm, cfg)
+    y_train = np.asarray(ws.data.y_train[: cfg.train_size])
+    try:
+        result = fit(F_train, y_train, F_test, np.asarray(ws.data.y_test), cfg) if test else fit(F_train, y_train, cfg)
+    except ValueError as exc:
+        raise LazylabError(f"{arm.name} ({arm.plugin}) m={cfg.width} seed={cfg.seed}: {exc}") from None
+    return {"key": cfg.key(), "config": _config_json(cfg), **result, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def _stored(ws, cfg) -> dict | None:
@@ -231,41 +250,15 @@ def _stored(ws, cfg) -> dict | None:
     return record if isinstance(record, dict) and record.get("config") == _config_json(cfg) else None
 
 
-def run_lambda(ws: Workspace, arm: Arm, cfg: LambdaConfig, reporter: Reporter = Reporter()) -> dict:
-    """The record of ``arm``'s choice of ``lambda`` (``choose_lambda``): from the memo, or computed and stored.
-
-    Computed in this process whatever the backend (a few seconds at m = 256); in memo-only mode a
-    missing choice gives ``{"key", "config", "lambda": None, "missing": True}``.
-    Raises: LazylabError naming the arm if its features are not finite.
-    """
-    record = _stored(ws, cfg)
-    if record is not None:
-        reporter.done(cfg, record, cached=True)
-        return record
-    if ws.memo_only:
-        ws.missing.append(cfg.key())
-        return {"key": cfg.key(), "config": _config_json(cfg), "lambda": None, "missing": True}
-    reporter.start(cfg)
-    t0 = time.perf_counter()
-    F_train, _ = _features(ws, arm, cfg)
-    try:
-        result = choose_lambda(F_train, np.asarray(ws.data.y_train[: cfg.train_size]), cfg)
-    except ValueError as exc:
-        raise LazylabError(f"{arm.name} ({arm.plugin}) m={cfg.width} seed={cfg.seed}: {exc}") from None
-    record = {"key": cfg.key(), "config": _config_json(cfg), **result, "seconds": round(time.perf_counter() - t0, 3)}
-    ws.memo.put_record(cfg.key(), record)
-    reporter.done(cfg, record, cached=False)
-    return record
-
-
-def run_convex(ws: Workspace, cells: list[tuple[Arm, ConvexConfig]], reporter: Reporter = Reporter()) -> list[dict]:
-    """Records of convex readouts, each ``(arm, cfg)``, in order: from the memo, or computed by ``ws.backend``
-    and stored.
+def run_convex(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter(), job=convex_cells) -> list[dict]:
+    """Records of convex readouts or lambda choices, each ``(arm, cfg)``, in order: from the memo, or computed by
+    ``ws.backend`` (``job``: ``convex_cells`` for ``ConvexConfig``, ``lambda_cells`` for ``LambdaConfig``) and stored.
 
     Features come from ``Workspace.bank_features`` (the memo's feature store when it holds them), so a
     readout sees exactly the bank its protocol run trained on. Each missing cell is one job of the
     backend, given in the order of ``cells`` (the local backend computes them in that order; Ray starts
     the widest first); each record is stored as its job finishes, so an interrupt keeps every finished cell.
+    In memo-only mode a missing cell gives ``{"key", "config", "test_acc": None, "lambda": None, "missing": True}``.
 
     Raises: LazylabError naming the arm and cell if its features are not finite.
     """
@@ -277,10 +270,11 @@ def run_convex(ws: Workspace, cells: list[tuple[Arm, ConvexConfig]], reporter: R
             found[cfg.key()] = record
         elif ws.memo_only:
             ws.missing.append(cfg.key())
-            found[cfg.key()] = {"key": cfg.key(), "config": _config_json(cfg), "test_acc": None, "missing": True}
+            found[cfg.key()] = {"key": cfg.key(), "config": _config_json(cfg), "test_acc": None, "lambda": None,
+                                "missing": True}
         else:
             todo.append((arm, [cfg]))
-    for group, records in ws.backend.compute(ws, todo, reporter, convex_cells):
+    for group, records in ws.backend.compute(ws, todo, reporter, job):
         for cfg, record in zip(group, records):
             ws.memo.put_record(cfg.key(), record)
             found[cfg.key()] = record
@@ -294,43 +288,43 @@ def _mean(values) -> float | None:
 
 
 def convex_plan(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS) -> list[tuple[Arm, LambdaConfig]]:
-    """``(arm, LambdaConfig)`` of each frozen arm of ``plan`` (a ``LadderPlan``).
+    """``(arm, LambdaConfig)`` of each frozen arm of ``plan`` (a ``LadderPlan``) at each width, widths ascending.
 
     Raises: LazylabError if the plan holds a trained arm.
     """
-    return [(arm, lambda_config(ws, arm, plan.train_size, plan.fan_in, lambdas)) for arm in plan.arms]
+    return [(arm, lambda_config(ws, arm, w, plan.train_size, plan.fan_in, lambdas))
+            for w in sorted(plan.widths) for arm in plan.arms]
 
 
 def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
                       reporter: Reporter = Reporter()) -> dict:
     """Convex readouts of every frozen arm of ``plan`` (a ``LadderPlan``) at each width and seed.
 
-    Every arm's ``lambda`` is chosen first (``run_lambda``), then every cell is fitted at its arm's, widths
-    ascending with the arms interleaved (``run_convex``).
-    Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_width", "arms": {arm: {"plugin",
-      "lambda", "selection", "cells": {str(width): summary}}}, "runs": [record, ...], "choices": [record, ...]}``;
-      a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc`` (%, std with ddof=1, 0 for one
-      seed), ``train_loss`` (mean, nats), ``grad_norm`` (largest), ``iterations`` (mean), ``converged``
-      (all seeds), ``lambdas`` (per seed).
+    Width by width, ascending, the arms interleaved: every arm's ``lambda`` at that width is chosen
+    (``lambda_cells``), then every seed's cell is fitted at it (``convex_cells``), each step through the
+    backend (``run_convex``); an interrupted frontier keeps every arm's narrow widths.
+    Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_seed", "arms": {arm: {"plugin",
+      "lambdas": {str(width): chosen lambda | None}, "cells": {str(width): summary}}}, "runs": [record, ...],
+      "choices": [record, ...]}``; a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc``
+      (%, std with ddof=1, 0 for one seed), ``train_loss`` (mean, nats), ``grad_norm`` (largest),
+      ``iterations`` (mean), ``converged`` (all seeds), ``lambdas`` (per seed).
     Raises: LazylabError if the plan holds a trained arm.
     """
     choices = convex_plan(ws, plan, lambdas)
-    reporter.plan(len(choices) * (1 + len(plan.widths) * len(plan.seeds)))
+    reporter.plan(len(choices) * (1 + len(plan.seeds)))
     out = {"lambdas": list(lambdas), "tol": TOL, "max_iter": MAX_ITER, "holdout_fraction": f"1/{HOLDOUT_FRACTION}",
-           "lambda_width": LAMBDA_WIDTH, "arms": {}, "runs": [], "choices": []}
+           "lambda_seed": LAMBDA_SEED, "arms": {}, "runs": [], "choices": []}
     chosen = {}
-    for arm, lcfg in choices:  # every arm's lambda first: the cells depend on it
-        chosen[arm.name] = run_lambda(ws, arm, lcfg, reporter)
-        out["choices"].append(chosen[arm.name])
-    # Widths ascending, arms interleaved: an interrupted frontier has every arm's narrow widths.
-    jobs = [(arm, convex_config(ws, arm, w, s, chosen[arm.name]["lambda"], plan.train_size, plan.fan_in))
-            for w in sorted(plan.widths) for arm, _ in choices for s in plan.seeds
-            if not chosen[arm.name].get("missing")]
-    records = run_convex(ws, jobs, reporter)
-    for arm, _ in choices:
-        choice = chosen[arm.name]
-        mine = [r for r in records if r["config"]["arm"] == arm.name]
-        out["runs"] += mine
+    for w in sorted(plan.widths):
+        here = [(arm, lcfg) for arm, lcfg in choices if lcfg.width == w]
+        for (arm, _), choice in zip(here, run_convex(ws, here, reporter, lambda_cells)):
+            chosen[(arm.name, w)] = choice  # the cells at this width depend on it
+            out["choices"].append(choice)
+        jobs = [(arm, convex_config(ws, arm, w, s, chosen[(arm.name, w)]["lambda"], plan.train_size, plan.fan_in))
+                for arm, _ in here for s in plan.seeds if not chosen[(arm.name, w)].get("missing")]
+        out["runs"] += run_convex(ws, jobs, reporter)
+    for arm in plan.arms:
+        mine = [r for r in out["runs"] if r["config"]["arm"] == arm.name]
         cells = {}
         for w in plan.widths:
             cell = [r for r in mine if r["config"]["width"] == w and not r.get("missing")]
@@ -344,8 +338,8 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
                 "converged": all(r["converged"] for r in cell),
                 "lambdas": [r["lambda"] for r in cell],
             }
-        out["arms"][arm.name] = {"plugin": arm.plugin, "lambda": choice.get("lambda"),
-                                 "selection": choice.get("selection"), "cells": cells}
+        out["arms"][arm.name] = {"plugin": arm.plugin, "cells": cells,
+                                 "lambdas": {str(w): chosen[(arm.name, w)].get("lambda") for w in plan.widths}}
     return out
 
 
@@ -362,7 +356,7 @@ def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None)
     Args: ``result`` a ``LadderResult``; ``convex`` from ``run_convex_ladder``; ``climb_widths``,
       ``min_gain`` as for the protocol's law.
     Returns: ``{"arms": {arm: {str(width): row}}, "law": {arm: {"protocol": fit, "convex": fit}},
-      "lambda_at_edge": [readouts whose chosen lambda is the grid's smallest, readouts]}``.
+      "lambda_at_edge": [readouts whose chosen lambda is the path's smallest, readouts]}``.
     """
     from lazylab import analysis as an
     from lazylab.experiments.laws import ladder_records

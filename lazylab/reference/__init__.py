@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lazylab.errors import LazylabError
 
-REFERENCE_SCHEMA = 1
+REFERENCE_SCHEMA = 2
 KIND = "lazylab reference results"
 REFERENCE_FILE = Path(__file__).with_name("paper.json")
 PROVENANCE_KEYS = ("where", "when", "exported_at", "lazylab", "code", "command", "data", "runs", "digest")

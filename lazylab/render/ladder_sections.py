@@ -273,8 +273,8 @@ def _wall_section(e: dict, pid: str = "", stem: str = "ladder") -> list[str]:
                 for arm, per in w["arms"].items() for width, r in per.items()]
         epochs = plan["epochs"]
         out += [f"<p>Each frozen bank's head, read out by the protocol ({epochs} AdamW epoch{'s' * (epochs != 1)}, best "
-                "epoch) and fitted to the optimum of cross-entropy + L2 (L-BFGS, lambda chosen on held-out training "
-                "images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
+                "epoch) and fitted to the optimum of cross-entropy + L2 (L-BFGS, lambda chosen at each width on held-out "
+                "training images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
                 "* : the solve ended on the objective-change rule or the iteration cap, not the gradient rule.</p>",
                 _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
                        rows, f"{pid}wall-table"),

@@ -71,7 +71,7 @@ class ConvexRecord(Model):
 
 
 class LambdaChoice(Model):
-    """``convex.choices[i]``: an arm's choice of lambda (``experiments.convex.run_lambda``)."""
+    """``convex.choices[i]``: an arm's choice of lambda at one width (``experiments.convex.lambda_cells``)."""
 
     key: Annotated[str, Field(pattern=r"^convex-lambda-[0-9a-f]{32}$")]
     config: LambdaChoiceConfig
@@ -95,8 +95,7 @@ class ConvexSummary(Model):
 
 class ConvexArm(Model):
     plugin: str
-    lambda_: Annotated[float, Field(gt=0)] | None = Field(alias="lambda")
-    selection: dict[str, Accuracy] | None = None
+    lambdas: dict[WidthKey, Annotated[float, Field(gt=0)] | None]
     cells: dict[WidthKey, ConvexSummary]
 
 
@@ -114,7 +113,7 @@ class ConvexPart(Model):
     tol: Annotated[float, Field(gt=0)]
     max_iter: Annotated[int, Field(ge=1)]
     holdout_fraction: str
-    lambda_width: Width
+    lambda_seed: Seed
     arms: dict[str, ConvexArm]
     runs: list[ConvexRecord]
     choices: list[LambdaChoice]
