@@ -81,7 +81,9 @@ def _check_convex(p: dict) -> None:
     where its choice's walk down the path stopped (every lambda fitted but the last beat the best before it, the
     last did not or ended the path) and the best of those it fitted, every cell of that width is fitted at it, the
     cell means and the wall are the records' means, and the answer is what ``answer_rows`` computes from the records."""
+    from lazylab.arms import get_arm
     from lazylab.exchange import answer_rows
+    from lazylab.model import seed_indices
 
     plan, c = p["plan"], p["convex"]
     widths = (c.get("partial") or {}).get("widths") or plan["widths"]
@@ -97,6 +99,9 @@ def _check_convex(p: dict) -> None:
             assert all(acc[i + 1] > max(acc[: i + 1]) for i in range(len(acc) - 2)), (arm, w)  # each gained but the last
             assert len(fitted) == len(path) or acc[-1] <= max(acc[:-1]), (arm, w)  # which stopped the walk
             assert ch["lambda"] == a["lambdas"][str(w)] == max(fitted, key=lambda lam: (ch["selection"][repr(lam)], lam))
+            seeds = seed_indices(w, ch["config"]["seed"], plan["train_size"]) if get_arm(arm).init == "data" else []
+            unseen = np.setdiff1d(np.arange(plan["train_size"] - ch["config"]["holdout"], plan["train_size"]), seeds)
+            assert ch["holdout_scored"] == len(unseen), (arm, w)  # held-out images that seed a unit are not scored
             mine = [r for r in c["runs"] if r["config"]["arm"] == arm and r["config"]["width"] == w]
             assert sorted(r["config"]["seed"] for r in mine) == sorted(plan["seeds"]), (arm, w)
             assert all(r["lambda"] == r["config"]["lam"] == ch["lambda"] and r["stop"] and r["grad_norm"] >= 0

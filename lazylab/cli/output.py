@@ -296,7 +296,7 @@ def wall_tables(w: dict) -> list:
         notes.append("* stopped by the objective-change rule or the iteration cap, not the gradient rule (docs/convex.md)")
     edge, total = w["lambda_at_edge"]
     if edge:
-        notes.append(f"lambda: the path's smallest chosen in {edge} of {total} readouts (--lambdas extends the path)")
+        notes.append(f"lambda: an end of the path chosen in {edge} of {total} readouts (--lambdas extends the path)")
     add_notes(table, notes)
     laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
     return [table, law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]

@@ -79,6 +79,7 @@ class LambdaChoice(Model):
     selection: dict[str, Accuracy]
     selection_iterations: dict[str, Count]
     evaluations: Annotated[int, Field(ge=0)]
+    holdout_scored: Annotated[int, Field(ge=1)]
     seconds: Positive
 
 
