@@ -106,6 +106,8 @@ def test_held_out_images_that_seed_a_unit_are_not_scored(fmnist):
     right = scores(F[mine], y[mine], fit["W"], fit["b"])[1]
     assert right.mean() < 0.2 < 0.5 < a["selection"][repr(a["lambda"])] / 100
     assert choose_lambda(F, y, cfg)["holdout_scored"] == cfg.holdout  # a random bank's seeds: none
+    with pytest.raises(ValueError, match="no held-out image to choose lambda on"):
+        choose_lambda(F, y, cfg, np.arange(n))  # nothing left to score: refused, not NaN
 
 
 @pytest.mark.slow
