@@ -142,6 +142,14 @@ def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
+def _text_num(v) -> float | None:
+    """A finite number written as text (a record's ``repr`` key), else None."""
+    try:
+        return _num(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
 def _int(v) -> int | None:
     return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -206,8 +214,9 @@ def _fill(run: Run, rec: dict) -> None:
     elif kind == "convex-lambda":
         _from_config(run, rec.get("config"))
         sel = rec.get("selection") if isinstance(rec.get("selection"), dict) else {}
+        path = sorted(sel.items(), key=lambda kv: -(_text_num(kv[0]) or 0.0))  # the walk's order: largest lambda first
         run.detail = f"lambda {rec.get('lambda')} chosen on held-out images: " + \
-            ", ".join(f"{k} {v:.2f} %" for k, v in sel.items())
+            ", ".join(f"{k} {v:.2f} %" for k, v in path)
     elif kind == "trajectory":
         _from_config(run, rec.get("config"))
         acc = rec.get("accuracy") or []

@@ -196,3 +196,15 @@ def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
 def test_bad_lambdas(capsys, memo_dir, lambdas):
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
     assert_one_line_error(code, err, "--lambdas")
+
+
+def test_runs_lists_a_choice_in_the_walks_order():
+    """The memo stores a choice's selection keys sorted as text ("0.0001" before "0.01"): `lazylab runs`
+    shows them in the walk's order, largest lambda first."""
+    from lazylab.runs import run_from_record
+
+    rec = {"key": "convex-lambda-" + "0" * 32, "lambda": 0.01, "seconds": 1.0,
+           "config": {"arm": "relu-frozen", "width": 16, "seed": 0, "train_size": 60000},
+           "selection": {"0.0001": 80.5, "0.01": 81.25, "1e-06": 79.0}}
+    run = run_from_record(rec, "convex-lambda")
+    assert run.detail == "lambda 0.01 chosen on held-out images: 0.01 81.25 %, 0.0001 80.50 %, 1e-06 79.00 %"
