@@ -190,6 +190,10 @@ def test_convex_options_that_cannot_apply_are_refused(capsys, memo_dir, argv, ne
 def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
     code, _, err = run(capsys, "ladder", "--arms", "yat-trained", "--widths", "8", *TINY, "--readout", "convex")
     assert_one_line_error(code, err, "yat-trained", "frozen")
+    for dry in ([], ["--dry-run"]):  # beside a frozen arm too, and the plan refuses what the run would
+        code, _, err = run(capsys, "ladder", "--arms", "yat-trained,relu-frozen", "--widths", "8", *TINY,
+                           "--readout", "convex", *dry)
+        assert_one_line_error(code, err, "not trained ones (yat-trained)", "--readout both")
 
 
 @pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001"])

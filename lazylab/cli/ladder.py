@@ -120,6 +120,10 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if readout != "adamw" and all(a.trained for a in plan.arms):
         raise LazylabError(f"--readout {readout} reads out frozen banks and this ladder has none "
                            f"({', '.join(a.name for a in plan.arms)})")
+    trained = [a.name for a in plan.arms if a.trained]
+    if readout == "convex" and trained:  # refused before --dry-run too, so the plan is the run's
+        raise LazylabError(f"--readout convex fits frozen banks' heads, not trained ones ({', '.join(trained)}): "
+                           "use --readout both, or drop them")
     ws = Workspace(data_dir, cache_dir, cache_limit=cache_limit)
     ws.backend = backend
     est = plan_first(dry_run, json_path, "ladder", ws, plan=plan, readout=readout, backend=backend, lambdas=lambdas)
