@@ -369,8 +369,8 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                     row["seconds"] = round(s, 3)
                     seconds += s
                 rows.append(row)
-    notes = [f"convex lambda not chosen yet at {len(pending)} arm-widths (first {pending[0]}), so their readouts "
-             "count as to compute"] if pending else []
+    notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
+             f"{pending[0]}), so their readouts count as to compute"] if pending else []
     return rows, seconds, notes
 
 
