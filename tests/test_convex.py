@@ -85,6 +85,19 @@ def test_lambda_is_chosen_on_held_out_training_images(relu_features):
 
 
 @pytest.mark.slow
+def test_the_walk_goes_on_past_a_tie_at_chance(relu_features):
+    """Penalties so strong that the head learns only the class frequencies score the commonest held-out
+    class's share at best, both the same: a tie, but at chance, so the walk goes on to a lambda that learns."""
+    F, y, _, _ = relu_features
+    cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lambdas=(1e4, 1e3, 1e-3), holdout=len(y) // 6)
+    a = choose_lambda(F, y, cfg)
+    chance = 100 * np.bincount(y[-cfg.holdout:]).max() / cfg.holdout
+    assert a["selection"]["10000.0"] == a["selection"]["1000.0"] <= chance
+    assert a["lambda"] == 1e-3 and a["selection"]["0.001"] > chance + 40
+
+
+@pytest.mark.slow
 def test_held_out_images_that_seed_a_unit_are_not_scored(fmnist):
     """A data-seeded bank's prototype images sit at their units' peaks: held out, the fitted head gets
     them almost all wrong (measured: 1 of 24 right at m = 128, 1,000 iterations), so the choice scores only the others."""
@@ -154,6 +167,15 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
 
 
 @pytest.mark.slow
+def test_readout_convex_says_when_lambda_is_an_end_of_the_path(capsys, memo_dir):
+    """On a two-lambda path every choice is an end: the convex-only table says so, as the wall table does."""
+    code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "convex",
+                         "--lambdas", "1e-3,1e-5")
+    assert code == 0, err
+    assert "lambda: an end of the path chosen in 2 of 2 readouts (--lambdas extends the path)" in " ".join(out.split())
+
+
+@pytest.mark.slow
 def test_report_shows_the_wall_once_it_is_in_the_memo(capsys, memo_dir, tmp_path):
     """render's ladder payload carries the wall (and the report its table and figure) only when
     every convex readout of the shown ladder's frozen arms is in the memo."""
@@ -196,7 +218,7 @@ def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
         assert_one_line_error(code, err, "not trained ones (yat-trained)", "--readout both")
 
 
-@pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001"])
+@pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001", "1e-2,,1e-4", "5e-324"])
 def test_bad_lambdas(capsys, memo_dir, lambdas):
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
     assert_one_line_error(code, err, "--lambdas")

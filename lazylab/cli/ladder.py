@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, add_notes, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -21,17 +21,23 @@ from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
 
 
+# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
+# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
+SMALLEST_LAMBDA = 1.1754944e-38
+
+
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
-    """``--lambdas``: comma-separated distinct finite penalties > 0, largest first; None when not given."""
+    """``--lambdas``: comma-separated distinct finite penalties >= ``SMALLEST_LAMBDA``, largest first; None
+    when not given."""
     if value is None:
         return None
     try:
-        given = [float(v) for v in value.split(",") if v.strip()]
+        given = [float(v) for v in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
-    if not given or any(not (0 < v < float("inf")) for v in given):
-        # lambda = 0 has no minimiser when the classes are separable (a wide bank on few images)
-        raise click.BadParameter(f"expected finite penalties > 0, got {value!r}", param_hint="--lambdas")
+    if any(not (SMALLEST_LAMBDA <= v < float("inf")) for v in given):
+        raise click.BadParameter(f"expected finite penalties >= {SMALLEST_LAMBDA:.3g}, got {value!r}",
+                                 param_hint="--lambdas")
     if len(set(given)) < len(given):
         raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
     return tuple(sorted(given, reverse=True))
@@ -237,6 +243,7 @@ def _lambda_runs(lambdas: dict) -> str:
 def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain) -> None:
     """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
     from lazylab import analysis as an
+    from lazylab.experiments.convex import lambda_at_edge
 
     convex = _convex_phase(ws, plan, lambdas, report)
     widths = list(plan.widths)
@@ -247,6 +254,7 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
     for arm, a in convex["arms"].items():
         cells = [a["cells"][str(w)] for w in widths]
         table.add_row(arm, *[num(c["mean"]) + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") for c in cells])
+    add_notes(table, edge_note(lambda_at_edge(convex)))
     out.print(f"convex readout: test accuracy (%) at the optimum of cross-entropy + L2 (lambda chosen on the last "
               f"{convex['holdout_fraction']} of the training images), mean ± std over seeds "
               f"{','.join(map(str, plan.seeds))}")

@@ -279,6 +279,12 @@ def add_notes(table: Table, notes: list[str]) -> None:
         table.caption_justify = "left"
 
 
+def edge_note(at_edge: list[int]) -> list[str]:
+    """The note on readouts whose lambda is an end of the path (``experiments.convex.lambda_at_edge``), if any."""
+    edge, total = at_edge
+    return [f"lambda: an end of the path chosen in {edge} of {total} readouts (--lambdas extends the path)"] if edge else []
+
+
 def wall_tables(w: dict) -> list:
     """The wall table (``experiments.convex.wall``) and both curves' ladder laws, as rich tables."""
     table = Table(title="the wall: protocol (AdamW) readout against the convex optimum, mean over seeds",
@@ -294,10 +300,7 @@ def wall_tables(w: dict) -> list:
     notes = []
     if any(not r["converged"] for rows in w["arms"].values() for r in rows.values()):
         notes.append("* stopped by the objective-change rule or the iteration cap, not the gradient rule (docs/convex.md)")
-    edge, total = w["lambda_at_edge"]
-    if edge:
-        notes.append(f"lambda: an end of the path chosen in {edge} of {total} readouts (--lambdas extends the path)")
-    add_notes(table, notes)
+    add_notes(table, notes + edge_note(w["lambda_at_edge"]))
     laws = {f"{arm} {curve}": f for arm, fits in w["law"].items() for curve, f in fits.items()}
     return [table, law_table("ladder law of both curves: err = floor + c m^-alpha", laws)]
 

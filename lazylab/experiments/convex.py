@@ -56,7 +56,9 @@ HOLDOUT_FRACTION = 6  # the last 1/6 of the training images (10,000 of 60,000) c
 CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 # The choice's own version: 5 scores only held-out images that seed no unit (a data-seeded bank's
 # prototype images sit at its units' peaks, where no test image is; scoring them cost yat-data-frozen
-# 5.4 points of held-out accuracy at m = 4096, lambda 1e-2: docs/convex.md).
+# 5.4 points of held-out accuracy at m = 4096, lambda 1e-2: docs/convex.md). Walking on past a tie at
+# chance (choose_lambda) changes no choice whose path's first lambda beats chance, as every default path's
+# does (its first fit scored 34-88 % on the paper memo), so it kept the version.
 CHOICE_VERSION = 5
 
 
@@ -159,7 +161,9 @@ def convex_config(ws: Workspace, arm: Arm, width: int, seed: int, lam: float, tr
 def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
     """Walk down the path ``cfg.lambdas`` (largest first, each fit on the first ``train_size - holdout``
     images warm-starting the next) until a lambda's accuracy on the last ``holdout`` images (less those
-    in ``seeds``) does not beat the best so far, and keep the best (ties: the larger).
+    in ``seeds``) does not beat the best so far, and keep the best (ties: the larger). While the best is
+    no better than chance (the share of the commonest held-out class: a penalty so strong that the head
+    only learnt the class frequencies), the walk goes on instead of stopping on a tie at chance.
 
     Friedman, Hastie & Tibshirani (2010), section 2.5: the path from strong to weak penalties, each
     solution the next one's start; stopping at the first lambda that gains nothing is early stopping
@@ -180,7 +184,11 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
     if not len(scored):
         raise ValueError(f"no held-out image to choose lambda on: each of the last {cfg.holdout} training images "
                          "seeds a unit (use more training images or a narrower bank)")
-    F_scored, y_scored = np.asarray(F_train)[scored], np.asarray(y_train)[scored]
+    F_train, y_train = np.asarray(F_train), np.asarray(y_train)
+    # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
+    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
+        else (F_train[scored], y_train[scored])
+    chance = 100.0 * np.bincount(y_scored).max() / len(y_scored)  # a head that learnt nothing: the commonest class
     precond = preconditioner(F_train, rows)
     selection, iterations, evaluations, start, best = {}, {}, 0, None, None
     for lam in sorted(cfg.lambdas, reverse=True):
@@ -189,9 +197,10 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
         selection[repr(lam)] = 100.0 * float(right.mean())
         iterations[repr(lam)] = start["iterations"]
         evaluations += start["evaluations"]
-        if best is not None and selection[repr(lam)] <= selection[repr(best)]:
+        if best is None or selection[repr(lam)] > selection[repr(best)]:
+            best = lam
+        elif selection[repr(best)] > chance:  # no gain over a head that has learnt something: stop
             break
-        best = lam
     return {"lambda": best, "selection": selection, "selection_iterations": iterations, "evaluations": evaluations,
             "holdout_scored": len(scored)}
 
@@ -364,6 +373,14 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
     return out
 
 
+def lambda_at_edge(convex: dict) -> list[int]:
+    """``[readouts whose lambda is the path's smallest or largest, readouts]`` of ``run_convex_ladder``'s result:
+    at an end, the best penalty may lie beyond the path (``--lambdas`` extends it)."""
+    chosen = [r["lambda"] for r in convex["runs"] if not r.get("missing")]
+    ends = (min(convex["lambdas"]), max(convex["lambdas"]))
+    return [sum(lam in ends for lam in chosen), len(chosen)]
+
+
 def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
     """The wall table: each frozen arm's protocol readout against its convex optimum, per width.
 
@@ -383,10 +400,7 @@ def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None)
     from lazylab.experiments.laws import ladder_records
 
     min_gain = an.DEFAULT_MIN_GAIN if min_gain is None else min_gain
-    chosen = [r["lambda"] for r in convex["runs"] if not r.get("missing")]
-    out: dict = {"arms": {}, "law": {},
-                 "lambda_at_edge": [sum(lam in (min(convex["lambdas"]), max(convex["lambdas"])) for lam in chosen),
-                                    len(chosen)]}
+    out: dict = {"arms": {}, "law": {}, "lambda_at_edge": lambda_at_edge(convex)}
     widths = result.plan["widths"]
     conv = {(r["config"]["arm"], r["config"]["width"], r["config"]["seed"]): r
             for r in convex["runs"] if not r.get("missing")}
