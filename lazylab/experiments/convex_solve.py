@@ -19,12 +19,24 @@ line search that finds no lower float32-rounded value. Checked against
 scikit-learn's ``LogisticRegression`` (lbfgs, float64) with ``C = 1 / (n * lambda)``
 (tests/test_convex.py).
 
+Threads: OpenBLAS wakes its thread pool for every call, about 2 ms each on a
+2-core VM, which is 30 times the work of L-BFGS-B's vector operations and of the
+``(m, m) x (m, 10)`` products at m = 256. So a solve runs them on one BLAS thread
+and gives the pool only to the two products over the feature matrix
+(threadpoolctl): measured on 1,536 images at m = 256 (yat-data-frozen), the ladder
+command took 39.7 s with both threads throughout and 13.6 s on one; at m = 4096 on
+60,000 images an evaluation takes 315 ms on two threads and 472 ms on one
+(docs/performance.md).
+
 Memory: the training features are read in place (a held-out split is a prefix
 of the rows, not a copy); at m = 8192 the 60,000 x 8192 float32 matrix is
 1.97 GB, the preconditioner 0.27 GB and its float64 factor 0.5 GB.
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
 
 import numpy as np
 
@@ -113,8 +125,9 @@ class _Objective:
     It remembers its last point and gradient (the gradient stopping rule reads them).
     """
 
-    def __init__(self, F, y, rows: int, mu: np.ndarray, P: np.ndarray, lam: float):
+    def __init__(self, F, y, rows: int, mu: np.ndarray, P: np.ndarray, lam: float, pool=None):
         self.F, self.y, self.rows, self.P, self.lam = F[:rows], np.asarray(y[:rows]), rows, P, lam
+        self.pool = pool if pool is not None else contextlib.nullcontext  # BLAS threads for the products over F
         self.mu, self.mu32 = mu, mu.astype(np.float32)
         self.index = np.arange(rows)
         self.evaluations = 0
@@ -128,7 +141,8 @@ class _Objective:
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         W, b = self.head(x)
-        z = (self.F @ W).astype(np.float64) + b
+        with self.pool():
+            z = (self.F @ W).astype(np.float64) + b
         z -= z.max(axis=1, keepdims=True)
         e = np.exp(z)
         s = e.sum(axis=1)
@@ -138,11 +152,23 @@ class _Objective:
         G[self.index, self.y] -= 1.0
         G /= self.rows
         gb = G.sum(axis=0)
-        gW = (self.F.T @ G.astype(np.float32)).astype(np.float64) - np.outer(self.mu, gb) + self.lam * W64
+        with self.pool():
+            FtG = self.F.T @ G.astype(np.float32)
+        gW = FtG.astype(np.float64) - np.outer(self.mu, gb) + self.lam * W64
         grad = np.concatenate([(self.P.T @ gW.astype(np.float32)).astype(np.float64).ravel(), gb])
         self.evaluations += 1
         self.last = (x.copy(), grad)
         return value, grad
+
+
+@functools.cache
+def _blas():
+    """threadpoolctl's controller of the BLAS libraries numpy and scipy loaded (made once, after scipy's)."""
+    import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS, so that the controller sees it)
+    import scipy.optimize  # noqa: F401
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
 
 
 def solve(F, y, lam: float, rows: int | None = None, tol: float = TOL, max_iter: int = MAX_ITER, start=None,
@@ -173,7 +199,9 @@ def solve(F, y, lam: float, rows: int | None = None, tol: float = TOL, max_iter:
         raise ValueError(f"lambda must be >= 0, got {lam}")
     mu, cov = preconditioner(F, rows) if precond is None else precond
     P, L = whitener(cov, lam)
-    objective = _Objective(F, y, rows, mu, P, lam)
+    blas = _blas()
+    threads = max(lib["num_threads"] for lib in blas.info())
+    objective = _Objective(F, y, rows, mu, P, lam, pool=lambda: blas.limit(limits=threads))
     if start is None:
         x0 = np.zeros(m * 10 + 10)
     else:  # V = P^-1 W = L^T W; the whitened bias absorbs mu W
@@ -186,9 +214,10 @@ def solve(F, y, lam: float, rows: int | None = None, tol: float = TOL, max_iter:
             raise StopIteration
 
     # ftol: scipy's rule, (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= FTOL; gtol = 0 leaves the gradient to ours.
-    res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", callback=gradient_rule,
-                                  options={"maxiter": max_iter, "maxfun": 4 * max_iter + 20, "ftol": FTOL,
-                                           "gtol": 0.0, "maxcor": MAXCOR})
+    with blas.limit(limits=1):  # the module docstring, "Threads"
+        res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", callback=gradient_rule,
+                                      options={"maxiter": max_iter, "maxfun": 4 * max_iter + 20, "ftol": FTOL,
+                                               "gtol": 0.0, "maxcor": MAXCOR})
     value, grad = objective(res.x) if objective.last is None or not np.array_equal(objective.last[0], res.x) \
         else (float(res.fun), objective.last[1])
     W, b = objective.head(res.x)
