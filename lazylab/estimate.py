@@ -71,19 +71,18 @@ EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
 # factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
-# (the two products), from the frontier's and bench/convex.py's cells on the 2-core machine (docs/performance.md,
-# "The convex readout": about 175 ms an evaluation at m = 1024 and 440 ms at 4096 on 60,000 images).
-# Evaluations per solve grow with width, about 60 (m/16)^0.45 times a unit's factor (the frontier's mean at
-# m = 1024: yat-frozen 197, relu-frozen 637, gaussian-frozen 382; 4096: yat 302, relu 762); the data-seeded
-# Yat bank's solves run to the iteration cap (about 1,070 evaluations).
+# (the two products): 17, 22, 32 and 87 ms an evaluation at m = 16, 64, 256 and 1024 on 60,000 images (the quick
+# preset's cells, 2026-12-04, a niced job beside them; bench/convex.py: 308 ms at 4096). Evaluations per solve:
+# about 60 (m/16)^0.45 times a unit's factor (the frontier's median cell at m <= 4096: docs/performance.md);
+# the data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
 CONVEX_SETUP_S = 0.5
 CONVEX_COV_S = 1.0e-11
 CONVEX_FACTOR_S = 2.0e-11
-CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 1.0e-6, 1.5e-9
+CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 2.7e-7, 1.2e-9
 # A width's lambda choice: CHOICE_SOLVES cell-sized solves on 50,000 images (its walk fits 2-6 lambdas, warm-started:
-# 2,086-3,454 evaluations in all for yat-data, 106-1,627 for the other banks at m <= 1024).
-CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 4
-CONVEX_UNIT_EVALUATIONS = {"yat": 0.5, "relu": 1.5, "gaussian": 1.0}  # another unit: 1
+# 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
+CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
+CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
 
 
 def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
