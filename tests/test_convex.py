@@ -51,6 +51,21 @@ def test_optimum_matches_scikit_learn(relu_features, lam):
     assert abs(ours["objective"] - mine) < 1e-4  # the value it reports is the objective it minimised
 
 
+def test_a_solve_without_a_blas_threadpoolctl_knows(relu_features, monkeypatch):
+    """Where threadpoolctl finds no BLAS (Apple's Accelerate, threadpoolctl issue 135) the solve runs with the
+    library's own threads, to the same optimum."""
+    from threadpoolctl import ThreadpoolController
+
+    from lazylab.experiments import convex_solve
+
+    F, y, _, _ = relu_features
+    known = solve(F, y, 1e-2)
+    monkeypatch.setattr(convex_solve, "_blas", lambda: ThreadpoolController().select(internal_api="no-such-blas"))
+    assert convex_solve._blas().info() == []
+    alone = solve(F, y, 1e-2)
+    assert abs(alone["objective"] - known["objective"]) < 1e-6 and alone["stop"] != "max_iter"
+
+
 @pytest.mark.slow
 def test_warm_start_reaches_the_same_optimum(relu_features):
     F, y, _, _ = relu_features
@@ -95,6 +110,23 @@ def test_the_walk_goes_on_past_a_tie_at_chance(relu_features):
     chance = 100 * np.bincount(y[-cfg.holdout:]).max() / cfg.holdout
     assert a["selection"]["10000.0"] == a["selection"]["1000.0"] <= chance
     assert a["lambda"] == 1e-3 and a["selection"]["0.001"] > chance + 40
+
+
+def test_a_tie_at_chance_is_counted_not_rounded():
+    """58 of 500 held-out images in the commonest class: as a percentage, 100 * mean is 11.600000000000001
+    against 100 * 58 / 500 = 11.6, so a crushed head would seem above chance; counted, it is at chance and the
+    walk goes on (synthetic features: the rule's mechanics only)."""
+    rng = np.random.default_rng(0)
+    n, h = 3000, 500
+    y_fit = np.r_[np.zeros(500, int), rng.integers(1, 10, n - h - 500)]  # class 0 commonest: a crushed head says 0
+    y_held = np.r_[np.zeros(58, int), np.repeat(np.arange(1, 10), 49), [1]]
+    y = np.r_[y_fit, y_held]
+    F = np.c_[np.eye(10)[y] + 0.3 * rng.standard_normal((n, 10)), 0.1 * rng.standard_normal((n, 6))]
+    cfg = LambdaConfig(arm="x", plugin="x", width=16, seed=0, train_size=n, fan_in="unit", data="",
+                       lambdas=(1e4, 1e3, 1e-3), holdout=h)
+    a = choose_lambda(F.astype(np.float32), y, cfg)
+    assert a["selection"]["10000.0"] == a["selection"]["1000.0"] > 100 * 58 / 500  # the rounding
+    assert a["lambda"] == 1e-3 and a["selection"]["0.001"] > 90
 
 
 @pytest.mark.slow

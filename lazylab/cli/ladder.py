@@ -36,7 +36,7 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
     if any(not (SMALLEST_LAMBDA <= v < float("inf")) for v in given):
-        raise click.BadParameter(f"expected finite penalties >= {SMALLEST_LAMBDA:.3g}, got {value!r}",
+        raise click.BadParameter(f"expected finite penalties >= {SMALLEST_LAMBDA:.8g}, got {value!r}",
                                  param_hint="--lambdas")
     if len(set(given)) < len(given):
         raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")

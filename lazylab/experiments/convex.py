@@ -58,7 +58,8 @@ CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 # prototype images sit at its units' peaks, where no test image is; scoring them cost yat-data-frozen
 # 5.4 points of held-out accuracy at m = 4096, lambda 1e-2: docs/convex.md). Walking on past a tie at
 # chance (choose_lambda) changes no choice whose path's first lambda beats chance, as every default path's
-# does (its first fit scored 34-88 % on the paper memo), so it kept the version.
+# does (its first fit scored 34-88 % on the paper memo), so it kept the version (docs/convex.md: a custom
+# path's choice stored before it keeps the old pick).
 CHOICE_VERSION = 5
 
 
@@ -188,18 +189,19 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
     # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
     F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
         else (F_train[scored], y_train[scored])
-    chance = 100.0 * np.bincount(y_scored).max() / len(y_scored)  # a head that learnt nothing: the commonest class
+    chance = int(np.bincount(y_scored).max())  # images right by a head that learnt nothing: the commonest class
     precond = preconditioner(F_train, rows)
-    selection, iterations, evaluations, start, best = {}, {}, 0, None, None
+    selection, iterations, hits, evaluations, start, best = {}, {}, {}, 0, None, None
     for lam in sorted(cfg.lambdas, reverse=True):
         start = solve(F_train, y_train, lam, rows, cfg.tol, cfg.max_iter, start=start, precond=precond)
         right = scores(F_scored, y_scored, start["W"], start["b"])[1]
+        hits[lam] = int(right.sum())  # counts, not percentages: a tie at chance stays a tie to the last bit
         selection[repr(lam)] = 100.0 * float(right.mean())
         iterations[repr(lam)] = start["iterations"]
         evaluations += start["evaluations"]
-        if best is None or selection[repr(lam)] > selection[repr(best)]:
+        if best is None or hits[lam] > hits[best]:
             best = lam
-        elif selection[repr(best)] > chance:  # no gain over a head that has learnt something: stop
+        elif hits[best] > chance:  # no gain over a head that has learnt something: stop
             break
     return {"lambda": best, "selection": selection, "selection_iterations": iterations, "evaluations": evaluations,
             "holdout_scored": len(scored)}

@@ -23,10 +23,10 @@ Threads: OpenBLAS wakes its thread pool for every call, about 2 ms each on a
 2-core VM, which is 30 times the work of L-BFGS-B's vector operations and of the
 ``(m, m) x (m, 10)`` products at m = 256. So a solve runs them on one BLAS thread
 and gives the pool only to the two products over the feature matrix
-(threadpoolctl): measured on 1,536 images at m = 256 (yat-data-frozen), the ladder
-command took 39.7 s with both threads throughout and 13.6 s on one; at m = 4096 on
-60,000 images an evaluation takes 315 ms on two threads and 472 ms on one
-(docs/performance.md).
+(threadpoolctl): on 1,280 images at m = 256 an evaluation inside a solve took
+64.7 ms with the pool throughout and 8.3 ms so; at m = 4096 on 60,000 images the
+products take 315 ms on two threads and 472 ms on one on quiet cores
+(docs/performance.md, which also has where one thread wins).
 
 Memory: the training features are read in place (a held-out split is a prefix
 of the rows, not a copy); at m = 8192 the 60,000 x 8192 float32 matrix is
@@ -200,8 +200,8 @@ def solve(F, y, lam: float, rows: int | None = None, tol: float = TOL, max_iter:
     mu, cov = preconditioner(F, rows) if precond is None else precond
     P, L = whitener(cov, lam)
     blas = _blas()
-    threads = max(lib["num_threads"] for lib in blas.info())
-    objective = _Objective(F, y, rows, mu, P, lam, pool=lambda: blas.limit(limits=threads))
+    threads = max((lib["num_threads"] for lib in blas.info()), default=None)  # None: no BLAS threadpoolctl knows
+    objective = _Objective(F, y, rows, mu, P, lam, pool=(lambda: blas.limit(limits=threads)) if threads else None)
     if start is None:
         x0 = np.zeros(m * 10 + 10)
     else:  # V = P^-1 W = L^T W; the whitened bias absorbs mu W
@@ -214,7 +214,7 @@ def solve(F, y, lam: float, rows: int | None = None, tol: float = TOL, max_iter:
             raise StopIteration
 
     # ftol: scipy's rule, (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= FTOL; gtol = 0 leaves the gradient to ours.
-    with blas.limit(limits=1):  # the module docstring, "Threads"
+    with blas.limit(limits=1) if threads else contextlib.nullcontext():  # the module docstring, "Threads"
         res = scipy.optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", callback=gradient_rule,
                                       options={"maxiter": max_iter, "maxfun": 4 * max_iter + 20, "ftol": FTOL,
                                                "gtol": 0.0, "maxcor": MAXCOR})
