@@ -204,7 +204,7 @@ def test_readout_convex_says_when_lambda_is_an_end_of_the_path(capsys, memo_dir)
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "convex",
                          "--lambdas", "1e-3,1e-5")
     assert code == 0, err
-    assert "lambda: an end of the path chosen in 2 of 2 readouts (--lambdas extends the path)" in " ".join(out.split())
+    assert "lambda: an end of the path chosen in 2 of 2 readouts (--lambdas extends the path)\n" in out  # one line
 
 
 @pytest.mark.slow

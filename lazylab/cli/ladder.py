@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, add_notes, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -254,11 +254,12 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
     for arm, a in convex["arms"].items():
         cells = [a["cells"][str(w)] for w in widths]
         table.add_row(arm, *[num(c["mean"]) + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") for c in cells])
-    add_notes(table, edge_note(lambda_at_edge(convex)))
     out.print(f"convex readout: test accuracy (%) at the optimum of cross-entropy + L2 (lambda chosen on the last "
               f"{convex['holdout_fraction']} of the training images), mean ± std over seeds "
               f"{','.join(map(str, plan.seeds))}")
     out.print(table)
+    for note in edge_note(lambda_at_edge(convex)):  # below, not a caption: a narrow table would wrap it
+        out.print(note, soft_wrap=True)
     laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
                                min_gain=climb_gain) for arm, a in convex["arms"].items()}
     out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
