@@ -116,3 +116,19 @@ def test_a_compile_bound_first_run_does_not_set_the_pace(stderr, monkeypatch):
     first, second = buf.getvalue().splitlines()[:2]
     assert "eta 1 min 40 s" in first, first  # 40 + 60 planned s, where the first run's pace would say 50 min
     assert "eta 2 min 26 s" in second, second  # 60 x 100 / 41
+
+
+def test_a_render_stage_counts_a_run_reported_twice_once():
+    """A bracket run that is also a ladder cell is reported by the bracket and again by the cells, but
+    planned once (``LadderPlan.n_runs``): the stage's count must not pass its plan (it read 70/70 for 66)."""
+    from lazylab.experiments.render.results import _StageReporter
+
+    ticks = []
+    reporter = _StageReporter(lambda stage, done, total: ticks.append((done, total)), "ladder")
+    reporter.plan(2)
+    run = SimpleNamespace(arm="yat-frozen", width=256, seed=0, lr=1e-3, epochs=1)
+    reporter.done(run, {"key": "a"}, cached=False)  # in the bracket
+    reporter.done(run, {"key": "a"}, cached=True)  # the same run as a ladder cell
+    reporter.done(run, {"key": "b"}, cached=True)
+    assert ticks[-1] == (2, 2)
+    assert (reporter.computed, reporter.cached) == (1, 1)

@@ -185,6 +185,17 @@ def test_a_new_folder_is_drawn_from_the_memo_without_computing(rendered, monkeyp
 
 
 @pytest.mark.slow
+def test_an_up_to_date_picture_drawn_from_another_memo_says_which(rendered, monkeypatch, tmp_path):
+    """A shared --out folder: the picture is the same configuration's, so it stays, but its status names the
+    memo that drew it, since the memo in use does not hold its records."""
+    _forbid_compute(monkeypatch)
+    other = Workspace(cache_dir=tmp_path / "othermemo")
+    entry = Renderer(other, rendered["out"], rendered["settings"]).job("gram")
+    assert entry["status"] == f"up to date (drawn from the memo {rendered['ws'].memo.directory})"
+    assert Renderer(rendered["ws"], rendered["out"], rendered["settings"]).job("gram")["status"] == "up to date"
+
+
+@pytest.mark.slow
 def test_a_changed_picture_is_redrawn_from_the_memo(rendered, monkeypatch):
     _forbid_compute(monkeypatch)
     gif = rendered["out"] / "readout.gif"

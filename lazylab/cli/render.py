@@ -111,7 +111,7 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
             rates = ", ".join(f"{r['arm']} {r['lr']:g} ({r['source']})" for r in e["spec"]["arms"])
             out.print(f"trajectory rates: {rates}")
     computed = [e for e in entries if e["computed"]]
-    fresh = sum(1 for e in entries if e["status"] == "up to date")
+    fresh = sum(1 for e in entries if e["status"].startswith("up to date"))
     out.print(f"{len(entries)} jobs: {len(computed)} computed something, {len(entries) - len(computed) - fresh} drawn from "
               f"the memo, {fresh} up to date; memo {ws.memo.directory}; {time.perf_counter() - t0:.1f} s")
     if page is not None:

@@ -223,7 +223,10 @@ class Renderer:
         self.progress(f"checking {name}", 1, 1)
         entry = self._current(name, key)
         if entry is not None:
-            return {**entry, "status": "up to date", "computed": []}
+            # Same configuration, so the same picture; but say so when another memo drew it (a shared --out).
+            elsewhere = entry.get("memo") not in (None, str(self.ws.memo.directory))
+            return {**entry, "status": "up to date" + (f" (drawn from the memo {entry['memo']})" if elsewhere else ""),
+                    "computed": []}
         t0 = time.perf_counter()
         files, data, computed = getattr(self, f"_job_{name}")(spec)
         facts = {}
@@ -231,7 +234,7 @@ class Renderer:
             facts[path.name] = file_facts(path)
         entry = {"name": name, "key": key, "spec": spec, "files": facts, "data": _jsonable(data),
                  "versions": self._versions, "drawn_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "seconds": round(time.perf_counter() - t0, 2), "computed": computed}
+                 "seconds": round(time.perf_counter() - t0, 2), "computed": computed, "memo": str(self.ws.memo.directory)}
         self.manifest["jobs"][name] = entry
         self.manifest["data"] = {"fingerprint": self.ws.fingerprint, "directory": str(self.ws.data_dir)}
         self._save_manifest()

@@ -137,11 +137,14 @@ def trajectory_spec(ws: Workspace, s: TrajectorySettings) -> list[dict]:
 
 
 class _StageReporter(Reporter):
-    """Experiment progress hooks turned into ``progress(stage, done, total)`` ticks, counting memo hits."""
+    """Experiment progress hooks turned into ``progress(stage, done, total)`` ticks, counting memo hits.
+
+    Counts distinct records: a bracket run reused as a ladder cell is reported twice but planned once.
+    """
 
     def __init__(self, progress: Progress, label: str):
         self.progress, self.label = progress, label
-        self.total, self.seen, self.computed, self.cached = 0, 0, 0, 0
+        self.total, self.computed, self.cached, self.keys = 0, 0, 0, set()
 
     def plan(self, total):
         self.total = total
@@ -154,10 +157,12 @@ class _StageReporter(Reporter):
         self.progress(f"{self.label}: {cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g}", epoch, cfg.epochs)
 
     def done(self, cfg, record, cached):
-        self.seen += 1
+        if record["key"] in self.keys:
+            return
+        self.keys.add(record["key"])
         self.cached += cached
         self.computed += not cached
-        self.progress(self.label, self.seen, max(self.total, self.seen))
+        self.progress(self.label, len(self.keys), max(self.total, len(self.keys)))
 
 
 def trajectory_result(ws: Workspace, s: TrajectorySettings, progress: Progress = _quiet):
