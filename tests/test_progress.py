@@ -85,9 +85,9 @@ def test_the_time_left_follows_the_plan_scaled_by_the_pace(stderr, monkeypatch):
     now = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     est = SimpleNamespace(runs=[
-        {"arm": "a", "width": 16, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": 3.0},
-        {"arm": "a", "width": 64, "seed": 0, "lr": None, "in_memo": False, "seconds": 2.0},  # rate unknown before
-        {"arm": "a", "width": 4096, "seed": 0, "lr": None, "in_memo": False, "seconds": 20.0},
+        {"phase": "ladder", "arm": "a", "width": 16, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": 3.0},
+        {"phase": "ladder", "arm": "a", "width": 64, "seed": 0, "lr": None, "in_memo": False, "seconds": 2.0},  # rate unknown before
+        {"phase": "ladder", "arm": "a", "width": 4096, "seed": 0, "lr": None, "in_memo": False, "seconds": 20.0},
     ])
     with progress.Display() as display:
         reporter = progress.ProgressReporter(display, "ladder", est)
@@ -104,7 +104,7 @@ def test_a_compile_bound_first_run_does_not_set_the_pace(stderr, monkeypatch):
     buf = stderr(False)
     now = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
-    est = SimpleNamespace(runs=[{"arm": "a", "width": w, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": s}
+    est = SimpleNamespace(runs=[{"phase": "ladder", "arm": "a", "width": w, "seed": 0, "lr": 0.1, "in_memo": False, "seconds": s}
                                 for w, s in ((16, 1.0), (64, 40.0), (256, 60.0))])
     with progress.Display() as display:
         reporter = progress.ProgressReporter(display, "ladder", est)
@@ -116,6 +116,31 @@ def test_a_compile_bound_first_run_does_not_set_the_pace(stderr, monkeypatch):
     first, second = buf.getvalue().splitlines()[:2]
     assert "eta 1 min 40 s" in first, first  # 40 + 60 planned s, where the first run's pace would say 50 min
     assert "eta 2 min 26 s" in second, second  # 60 x 100 / 41
+
+
+def test_convex_readouts_time_left_follows_their_own_rows_not_the_memo_hits(stderr, monkeypatch):
+    """The convex stage's time left comes from the plan's convex rows. A lambda choice and the seed-0
+    readout share arm, width and seed, so each must pop its own row. The stored readouts that pass in
+    0.1 s must not set the pace either: they did, and 8 readouts of 10 min each read as 3 min left."""
+    from lazylab.experiments.convex import ConvexConfig, LambdaConfig
+
+    bank = {"arm": "a", "plugin": "p", "train_size": 60000, "fan_in": "unit", "data": "d"}
+    buf = stderr(False)
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    row = {"arm": "a", "width": 8192, "lr": None, "in_memo": False}
+    est = SimpleNamespace(runs=[{**row, "phase": "ladder", "seed": 0, "lr": 0.1, "seconds": 99.0},  # another stage's
+                                {**row, "phase": "convex-lambda", "seed": 0, "seconds": 30.0},
+                                *({**row, "phase": "convex", "seed": s, "seconds": 10.0} for s in (0, 1, 2)),
+                                {**row, "width": 16, "phase": "convex", "seed": 0, "in_memo": True, "seconds": 0.0}])
+    with progress.Display() as display:
+        reporter = progress.ProgressReporter(display, "convex readouts", est, convex=True)
+        reporter.plan(5)
+        reporter.done(ConvexConfig(**bank, width=16, seed=0), {"key": "k0"}, True)  # from the memo, at once
+        now[0] = 60.0  # twice the choice's planned 30 s
+        reporter.done(LambdaConfig(**bank, width=8192, seed=0), {"key": "k1"}, False)
+    line = buf.getvalue().splitlines()[1]
+    assert "convex readouts 2/5" in line and "eta 1 min 00 s" in line, line  # 3 readouts x 10 s x 2
 
 
 def test_a_render_stage_counts_a_run_reported_twice_once():

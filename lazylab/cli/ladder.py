@@ -139,7 +139,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         writable_file(csv_path, "--csv")
     out_dir = None if no_figures else writable_dir(out_dir or default_out() / "ladder", "--out")
     if readout == "convex":
-        _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain)
+        _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain, est)
         return
     if report:
         ws.memo_only = True
@@ -179,7 +179,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         from lazylab.experiments.convex import answer, wall
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
-        convex = _convex_phase(ws, frozen, lambdas, report)
+        convex = _convex_phase(ws, frozen, lambdas, report, est)
         payload["convex"] = convex
         payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
         payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
@@ -206,8 +206,9 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
                                              for arm, msg in ws.failures.items()))
 
 
-def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
-    """``run_convex_ladder`` under a progress bar (memo only with ``report``); exit 2 if ``report`` lacks a run."""
+def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
+    """``run_convex_ladder`` under a progress bar, its time left from the plan's estimate ``est`` (memo only
+    with ``report``); exit 2 if ``report`` lacks a run."""
     from lazylab.experiments.convex import run_convex_ladder
 
     if report:
@@ -220,7 +221,7 @@ def _convex_phase(ws, plan, lambdas, report: bool) -> dict:
         out.print(f"convex readouts: {len(convex['runs'])} from the memo (report: nothing computed)")
     else:
         with Display() as display:
-            reporter = ProgressReporter(display, "convex readouts")
+            reporter = ProgressReporter(display, "convex readouts", est, convex=True)
             convex = run_convex_ladder(ws, plan, lambdas, reporter)
         out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
     chosen = "; ".join(f"{arm} {_lambda_runs(a['lambdas'])}" for arm, a in convex["arms"].items())
@@ -240,12 +241,12 @@ def _lambda_runs(lambdas: dict) -> str:
     return ", ".join(f"{'?' if lam is None else f'{lam:g}'} (m = {a}{'' if a == b else f'-{b}'})" for lam, a, b in runs)
 
 
-def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain) -> None:
+def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain, est=None) -> None:
     """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
     from lazylab import analysis as an
     from lazylab.experiments.convex import lambda_at_edge
 
-    convex = _convex_phase(ws, plan, lambdas, report)
+    convex = _convex_phase(ws, plan, lambdas, report, est)
     widths = list(plan.widths)
     table = Table()
     table.add_column("arm")

@@ -147,7 +147,7 @@ class ProgressReporter:
 
     latest = None
 
-    def __init__(self, display: Display, name: str = "runs", est=None):
+    def __init__(self, display: Display, name: str = "runs", est=None, convex: bool = False):
         self.before = ProgressReporter.latest  # the command's earlier stage (a ladder before its convex readouts)
         ProgressReporter.latest = self
         self.display = display
@@ -156,9 +156,11 @@ class ProgressReporter:
         self.cached = 0
         self._reported: dict[str, bool] = {}  # key -> cached; a bracket run reused as a ladder cell is counted once
         # The plan's estimated seconds per run to compute (lazylab.estimate), so that the time left
-        # follows the plan (the wide runs come last) scaled by the pace so far, not the first runs' pace.
-        self.pending = {(r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
-                        for r in (est.runs if est is not None else []) if not r["in_memo"]}
+        # follows the plan (the wide runs come last) scaled by the pace so far, not the first runs' pace;
+        # ``convex`` keeps the convex readouts' rows (a stage of their own), else the training runs'.
+        self.pending = {(_kind(r["phase"]), r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
+                        for r in (est.runs if est is not None else [])
+                        if not r["in_memo"] and (_kind(r["phase"]) != "run") == convex}
         self.planned_done = 0.0
         self.planned_total = sum(self.pending.values())
         self.t0 = time.monotonic()
@@ -203,10 +205,11 @@ class ProgressReporter:
         own figures (the first runs pay the compilations: their pace would say hours); None without a plan."""
         if not self.pending and not self.planned_done:
             return None
+        kind = "convex-lambda" if hasattr(cfg, "lambdas") else "convex" if hasattr(cfg, "lam") else "run"
         lr = getattr(cfg, "lr", None)
-        planned = self.pending.pop((cfg.arm, cfg.width, cfg.seed, lr), None)
+        planned = self.pending.pop((kind, cfg.arm, cfg.width, cfg.seed, lr), None)
         if planned is None:  # a cell whose rate the plan could not know before its bracket ran
-            planned = self.pending.pop((cfg.arm, cfg.width, cfg.seed, None), None)
+            planned = self.pending.pop((kind, cfg.arm, cfg.width, cfg.seed, None), None)
         if not cached and planned:
             self.planned_done += planned
         settled = self.planned_done and self.planned_done >= PACE_AFTER * self.planned_total
@@ -216,6 +219,11 @@ class ProgressReporter:
     def summary(self) -> str:
         """``N computed, K from the memo``."""
         return f"{self.computed} computed, {self.cached} from the memo"
+
+
+def _kind(phase: str) -> str:
+    """An estimate row's kind: ``"convex"`` or ``"convex-lambda"`` (a lambda choice) as its phase, else ``"run"``."""
+    return phase if phase in ("convex", "convex-lambda") else "run"
 
 
 def sweep(backend, experiment, ws, plan, name: str = "runs", est=None):
