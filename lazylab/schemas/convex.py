@@ -107,6 +107,13 @@ class ConvexPartial(Model):
     of: Annotated[list[Width], Field(min_length=1, max_length=MAX_LIST)]
 
 
+class ConvexPending(Model):
+    """``convex.pending``: records already computed at a partial frontier's incomplete widths (not analysed)."""
+
+    runs: list[ConvexRecord]
+    choices: list[LambdaChoice]
+
+
 class ConvexPart(Model):
     """``convex`` (``ladder --readout both|convex``): ``experiments.convex.run_convex_ladder``."""
 
@@ -119,3 +126,4 @@ class ConvexPart(Model):
     runs: list[ConvexRecord]
     choices: list[LambdaChoice]
     partial: ConvexPartial | None = None
+    pending: ConvexPending | None = None

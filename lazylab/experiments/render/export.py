@@ -17,7 +17,8 @@ from lazylab.reference import KIND, REFERENCE_SCHEMA, machine_description, paylo
 
 def build_reference(ws, plan, preset: str = "paper", where: str | None = None, when: str | None = None,
                     command: str | None = None) -> dict:
-    """The reference document for ``plan`` from the memo alone (nothing is trained).
+    """The reference document for ``plan`` from the memo (nothing is trained; the redundancy measurements,
+    seconds of initial-bank features, are computed when the memo lacks them).
 
     Args:
       ws: a ``Workspace`` whose memo holds every run of ``plan`` (brackets included).
@@ -28,26 +29,31 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
       command: the command that computed them [default: ``lazylab ladder --preset <preset>``].
     Returns: the document ``lazylab.reference.load_reference`` reads (that module's docstring); its payload is
       what ``lazylab ladder --preset <preset> --report --json`` writes, plus the convex readouts (``convex``:
-      every record and lambda choice), the wall, the answer at both readouts and the redundancy grid when
-      the memo has them (``wall_analysis``).
+      every record and lambda choice), the wall and the answer at both readouts when the memo has them
+      (``wall_analysis``), and the redundancy grid.
     Raises: LazylabError (one line) if any run of the plan is missing from the memo.
     """
     from lazylab import __version__
     from lazylab.config import code_identity
     from lazylab.experiments.ladder import run_ladder
-    from lazylab.experiments.laws import analyse_ladder
+    from lazylab.experiments.laws import analyse_ladder, redundancy_grid
+    from lazylab.experiments.render.results import _arm
 
     present, missing = ladder_in_memo(ws, plan)
     if missing:
         raise LazylabError(f"the memo at {ws.memo.directory} lacks {missing} of the {preset} ladder's "
                            f"{present + missing} runs ({present} present); finish `lazylab ladder --preset {preset}` first")
+    # The redundancy measurements read initial banks only (seconds): computed here when the memo lacks them,
+    # so a memo seeded from a reference file (scripts/seed_memo.py) exports the whole analysis.
+    if preset == "paper":  # the paper's table of docs/results.md (wall_analysis adds it)
+        redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")])
     ws.memo_only = True
     try:
         result = run_ladder(ws, plan)
-        analysis = analyse_ladder(ws, result, plan.arms)
-        convex = wall_analysis(ws, plan, result, analysis)
     finally:
         ws.memo_only = False
+    analysis = analyse_ladder(ws, result, plan.arms)  # trains nothing: its only computation is the redundancy
+    convex = wall_analysis(ws, plan, result, analysis)  # reads the memo only
     payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis, **({"convex": convex} if convex else {})}))
     now = datetime.now(timezone.utc)
     prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),

@@ -1,0 +1,90 @@
+"""scripts/seed_memo.py: the shipped reference's records, written into an empty memo, are found there under the
+keys this code looks up, so the paper ladder and its frontier resume from them (and export again) on a fresh machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from lazylab.cache import Memo
+from lazylab.experiments import Workspace
+from lazylab.experiments import render as xr
+from lazylab.experiments.render.ladders import _memo_extras, ladder_in_memo
+from lazylab.reference import dump_reference, load_reference, payload_digest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("seed_memo", ROOT / "scripts" / "seed_memo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    memo = tmp_path_factory.mktemp("seeded")
+    assert _script().main(["--cache-dir", str(memo)]) == 0
+    return memo
+
+
+def test_a_seeded_memo_holds_the_whole_paper_ladder_and_its_frontier(seeded, capsys):
+    doc = load_reference()
+    ws = Workspace(cache_dir=seeded)
+    present, missing = ladder_in_memo(ws, xr._plan("paper"))
+    assert (present, missing) == (len(doc["payload"]["runs"]), 0)  # brackets and their extensions included
+    convex, _ = _memo_extras(ws, xr._plan("paper"))
+    shipped = doc["payload"]["convex"]
+    assert convex["partial"] == shipped.get("partial")
+    for arm, a in shipped["arms"].items():
+        assert convex["arms"][arm]["lambdas"] == a["lambdas"]
+        assert {w: c["mean"] for w, c in convex["arms"][arm]["cells"].items()} == \
+            {w: c["mean"] for w, c in a["cells"].items()}, arm
+    # a second seeding writes nothing and keeps what is there
+    assert _script().main(["--cache-dir", str(seeded)]) == 0
+    assert "wrote 0 records" in capsys.readouterr().out
+
+
+def test_readouts_at_a_width_still_incomplete_are_kept_as_pending(tmp_path):
+    """Withhold one arm's widest shipped width: the frontier is partial one width earlier, and the other arms'
+    records at that width travel as ``pending`` (and seed a memo again)."""
+    doc = load_reference()
+    shipped = doc["payload"]["convex"]
+    widths = (shipped.get("partial") or {}).get("widths") or doc["payload"]["plan"]["widths"]
+    widest = max(widths)
+    held = lambda r: r["config"]["arm"] == "gaussian-frozen" and r["config"]["width"] == widest
+    memo = Memo(tmp_path / "memo")
+    for r in _script().reference_records(doc):
+        if not held(r):
+            memo.put_record(r["key"], r)
+    memo.close()
+    ws = Workspace(cache_dir=tmp_path / "memo")
+    convex, _ = _memo_extras(ws, xr._plan("paper"))
+    assert convex["partial"]["widths"] == [w for w in widths if w != widest]
+    pending = convex["pending"]
+    expected = [r for r in shipped["runs"] if r["config"]["width"] == widest and not held(r)]
+    assert sorted(r["key"] for r in pending["runs"]) == sorted(r["key"] for r in expected) and len(expected) == 9
+    assert sorted(r["config"]["arm"] for r in pending["choices"]) == ["relu-frozen", "yat-data-frozen", "yat-frozen"]
+    # a document carrying them seeds them again
+    doc2 = json.loads(json.dumps(doc))
+    doc2["payload"]["convex"] = json.loads(json.dumps(convex))
+    doc2["provenance"]["digest"] = payload_digest(doc2["payload"])
+    path = tmp_path / "ref.json"
+    path.write_text(dump_reference(doc2))
+    assert load_reference(path)["payload"]["convex"]["pending"]["runs"]
+    assert _script().main(["--cache-dir", str(tmp_path / "again"), "--reference", str(path)]) == 0
+    assert all(r["key"] in Memo(tmp_path / "again") for r in pending["runs"] + pending["choices"])
+
+
+def test_a_reference_from_other_code_is_refused_in_one_line(tmp_path, capsys):
+    doc = json.loads(json.dumps(load_reference()))
+    doc["provenance"]["code"] = "lazylab 0.1.0 numerics 0"
+    path = tmp_path / "old.json"
+    path.write_text(dump_reference(doc))
+    assert _script().main(["--cache-dir", str(tmp_path / "memo"), "--reference", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "would never be looked up" in err
