@@ -252,7 +252,11 @@ class Memo:
                 for k, t, s in rows if isinstance(k, str)]
 
     def __contains__(self, key: str) -> bool:
-        return key in self._cache
+        try:
+            return key in self._cache
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            raise LazylabError(f"cannot read the memo at {self.directory}: {_one_line(exc)}"
+                               " (move the directory away to start a fresh memo)") from None
 
     def __len__(self) -> int:
         return len(self._cache)

@@ -1,16 +1,19 @@
 #!/usr/bin/env python
 """Write the records of a reference file (default: the shipped lazylab/reference/paper.json) into a memo.
 
-    .venv/bin/python scripts/seed_memo.py --cache-dir /path/to/memo [--reference FILE]
+    .venv/bin/python scripts/seed_memo.py --cache-dir /path/to/memo [--reference FILE] [--data-dir DIR]
 
 Every protocol run, convex readout and lambda choice the file holds (the pending ones of a frontier
 still being computed included) is stored under its own key, so `lazylab ladder --preset paper
---readout convex --cache-dir DIR` computes only what the file lacks, and scripts/export_reference.py
+--readout both --cache-dir DIR` computes only what the file lacks, and scripts/export_reference.py
 can write the file again from that memo. Why: the paper ladder and its frontier cost more machine
 time than one working session has, and a session's memo does not outlive its machine. A key the memo
-already holds is left alone. The file is read through ``load_reference`` (its digest is checked);
-a record written by other code (another code identity) is refused, since its key would never be
-looked up. Exit 2 with one line on any error.
+already holds is left alone. The file is read through ``load_reference`` (its digest is checked).
+Refused, since their keys would never be looked up: a file computed by other code (another code
+identity) or on other data (another Fashion-MNIST fingerprint), and a record whose key is not the
+hash of its configuration. The banks' redundancy measurements are not among the file's records:
+the export recomputes them (seconds; on another CPU they move in the fifth significant digit).
+Exit 2 with one line on any error.
 """
 
 from __future__ import annotations
@@ -23,16 +26,30 @@ from lazylab.errors import LazylabError
 
 
 def reference_records(doc: dict) -> list[dict]:
-    """Every record of a reference document: protocol runs, convex readouts and lambda choices
-    (pending ones included), each a dict with its memo ``key``."""
+    """Every record of a reference document once: protocol runs, convex readouts and lambda choices
+    (pending ones included), each a dict with its memo ``key``.
+
+    Raises: LazylabError (one line) naming a record whose ``key`` is not ``memo_key`` of its configuration.
+    """
+    from lazylab.config import memo_key
+
     payload = doc["payload"]
     convex = payload.get("convex") or {}
     pending = convex.get("pending") or {}
-    return [*payload["runs"], *convex.get("runs", []), *convex.get("choices", []),
-            *pending.get("runs", []), *pending.get("choices", [])]
+    records = {}
+    for record in [*payload["runs"], *convex.get("runs", []), *convex.get("choices", []),
+                   *pending.get("runs", []), *pending.get("choices", [])]:
+        key = record.get("key") or ""
+        prefix = key.rsplit("-", 1)[0]
+        if not prefix or key != memo_key(prefix, record.get("config")):
+            raise LazylabError(f"the record {key or '(no key)'} of {(record.get('config') or {}).get('arm')} is not "
+                               "stored under the hash of its configuration")
+        records[key] = record
+    return list(records.values())
 
 
 def main(argv=None) -> int:
+    from lazylab import data as fmnist
     from lazylab.cache import Memo
     from lazylab.config import code_identity
     from lazylab.reference import load_reference, reference_path
@@ -40,15 +57,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache-dir", required=True, type=Path, help="the memo to write into (created if absent)")
     ap.add_argument("--reference", type=Path, default=reference_path(), help=f"[default: {reference_path()}]")
+    ap.add_argument("--data-dir", type=Path, default=None, help="Fashion-MNIST [default: $LAZYLAB_DATA or the system copy]")
     args = ap.parse_args(argv)
     try:
         doc = load_reference(args.reference)
-        if doc["provenance"]["code"] != code_identity():
-            raise LazylabError(f"{args.reference} was computed by {doc['provenance']['code']!r}, this code is "
+        prov = doc["provenance"]
+        if prov["code"] != code_identity():
+            raise LazylabError(f"{args.reference} was computed by {prov['code']!r}, this code is "
                                f"{code_identity()!r}: its keys would never be looked up")
+        data = fmnist.fingerprint(fmnist.locate(args.data_dir))
+        if prov["data"] != data:
+            raise LazylabError(f"{args.reference} was computed on Fashion-MNIST {prov['data']}, the data here is "
+                               f"{data}: its keys would never be looked up")
+        records = reference_records(doc)
         memo = Memo(args.cache_dir)
         written = kept = 0
-        for record in reference_records(doc):
+        for record in records:
             if record["key"] in memo:
                 kept += 1
             else:

@@ -88,3 +88,47 @@ def test_a_reference_from_other_code_is_refused_in_one_line(tmp_path, capsys):
     assert _script().main(["--cache-dir", str(tmp_path / "memo"), "--reference", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "would never be looked up" in err
+
+
+def _altered(tmp_path, change) -> Path:
+    """The shipped reference with ``change(doc)`` applied and its digest recomputed (a well-formed file)."""
+    doc = json.loads(json.dumps(load_reference()))
+    change(doc)
+    doc["provenance"]["digest"] = payload_digest(doc["payload"])
+    path = tmp_path / "altered.json"
+    path.write_text(dump_reference(doc))
+    return path
+
+
+def _swap_key(doc):
+    doc["payload"]["runs"][0]["key"] = doc["payload"]["runs"][1]["key"]
+
+
+@pytest.mark.parametrize("change, needle", [
+    (_swap_key, "is not stored under the hash of its configuration"),
+    (lambda doc: doc["payload"]["runs"][0].pop("key"), "(no key)"),
+    (lambda doc: doc["provenance"].update(data="0123456789abcdef"), "was computed on Fashion-MNIST 0123456789abcdef"),
+])
+def test_a_record_that_would_never_be_looked_up_is_refused_in_one_line(tmp_path, capsys, change, needle):
+    path = _altered(tmp_path, change)
+    assert _script().main(["--cache-dir", str(tmp_path / "memo"), "--reference", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and needle in err, err
+    assert not (tmp_path / "memo").exists() or len(Memo(tmp_path / "memo")) == 0  # nothing half-written
+
+
+def test_a_damaged_memo_is_one_line(seeded, tmp_path, capsys):
+    import shutil
+
+    memo = tmp_path / "damaged"
+    shutil.copytree(seeded, memo)
+    db = memo / "cache.db"
+    raw = bytearray(db.read_bytes())
+    mid = len(raw) // 2
+    raw[mid: mid + 50_000] = b"\xff" * len(raw[mid: mid + 50_000])
+    db.write_bytes(bytes(raw))
+    for extra in memo.glob("cache.db-*"):
+        extra.unlink()
+    assert _script().main(["--cache-dir", str(memo)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot read the memo" in err, err

@@ -132,8 +132,8 @@ def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
 
     A frontier still being computed (the widest banks last) counts when every readout at the first
     ``k >= PARTIAL_FRONTIER_WIDTHS`` widths is in the memo: ``convex["partial"]`` then says
-    ``{"widths": the k widths, "of": the plan's}``, and ``convex["pending"]`` holds the records already
-    computed at the other widths (``{"runs", "choices"}``), which no analysis reads.
+    ``{"widths": the k widths, "of": the plan's}``, and ``convex["pending"]``, when there are any, holds the
+    records already computed at the other widths (``{"runs", "choices"}``), which no analysis reads.
     """
     import dataclasses
 
@@ -156,8 +156,9 @@ def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
         whole = dataclasses.replace(plan, arms=frozen)
         rest, _ = _from_memo(ws, lambda: run_convex_ladder(ws, whole))
         later = lambda r: r["config"]["width"] not in convex["partial"]["widths"] and not r.get("missing")
-        convex["pending"] = {"runs": [r for r in rest["runs"] if later(r)],
-                             "choices": [r for r in rest["choices"] if later(r)]}
+        pending = {"runs": [r for r in rest["runs"] if later(r)], "choices": [r for r in rest["choices"] if later(r)]}
+        if pending["runs"] or pending["choices"]:
+            convex["pending"] = pending
     grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
     return convex, grid if complete else None
 
