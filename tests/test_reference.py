@@ -92,13 +92,8 @@ def _check_convex(p: dict) -> None:
     for arm, a in c["arms"].items():
         for w in widths:
             ch = choices[(arm, w)]
-            path = ch["config"]["lambdas"]
-            fitted = sorted((float(k) for k in ch["selection"]), reverse=True)  # the memo stores keys sorted as text
-            acc = [ch["selection"][repr(lam)] for lam in fitted]
-            assert fitted == path[: len(fitted)] and ch["config"]["seed"] == c["lambda_seed"], (arm, w)
-            assert all(acc[i + 1] > max(acc[: i + 1]) for i in range(len(acc) - 2)), (arm, w)  # each gained but the last
-            assert len(fitted) == len(path) or acc[-1] <= max(acc[:-1]), (arm, w)  # which stopped the walk
-            assert ch["lambda"] == a["lambdas"][str(w)] == max(fitted, key=lambda lam: (ch["selection"][repr(lam)], lam))
+            _check_walk(ch, c["lambda_seed"])
+            assert ch["lambda"] == a["lambdas"][str(w)]
             seeds = seed_indices(w, ch["config"]["seed"], plan["train_size"]) if get_arm(arm).init == "data" else []
             unseen = np.setdiff1d(np.arange(plan["train_size"] - ch["config"]["holdout"], plan["train_size"]), seeds)
             assert ch["holdout_scored"] == len(unseen), (arm, w)  # held-out images that seed a unit are not scored
@@ -113,6 +108,14 @@ def _check_convex(p: dict) -> None:
             row = p["analysis"]["wall"]["arms"][arm][str(w)]
             assert math.isclose(row["convex_acc"], cell["mean"], abs_tol=1e-9)
     assert len(c["runs"]) == len(c["arms"]) * len(widths) * len(plan["seeds"])
+    # readouts finished at a partial frontier's other widths: beyond its widths, each at its own width's choice
+    pending = c.get("pending") or {"runs": [], "choices": []}
+    later = {(ch["config"]["arm"], ch["config"]["width"]): ch for ch in pending["choices"]}
+    for ch in later.values():
+        assert ch["config"]["width"] not in widths and ch["config"]["arm"] in c["arms"]
+        _check_walk(ch, c["lambda_seed"])
+    for r in pending["runs"]:
+        assert r["lambda"] == r["config"]["lam"] == later[(r["config"]["arm"], r["config"]["width"])]["lambda"]
     frozen: dict = {}
     for r in c["runs"]:
         frozen.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
@@ -130,6 +133,19 @@ def _check_convex(p: dict) -> None:
     expected = answer_rows(trained, frozen, pairs, widths)
     got = [{k: v for k, v in r.items() if k != "protocol"} for r in p["analysis"]["answer"]["rows"]]
     assert got == json.loads(json.dumps(expected))
+
+
+def _check_walk(ch: dict, lambda_seed: int) -> None:
+    """A lambda choice is where its walk down the path stopped: every lambda fitted but the last beat the best
+    before it, the last did not or ended the path, and the choice is the best of those fitted."""
+    arm, w = ch["config"]["arm"], ch["config"]["width"]
+    path = ch["config"]["lambdas"]
+    fitted = sorted((float(k) for k in ch["selection"]), reverse=True)  # the memo stores keys sorted as text
+    acc = [ch["selection"][repr(lam)] for lam in fitted]
+    assert fitted == path[: len(fitted)] and ch["config"]["seed"] == lambda_seed, (arm, w)
+    assert all(acc[i + 1] > max(acc[: i + 1]) for i in range(len(acc) - 2)), (arm, w)  # each gained but the last
+    assert len(fitted) == len(path) or acc[-1] <= max(acc[:-1]), (arm, w)  # which stopped the walk
+    assert ch["lambda"] == max(fitted, key=lambda lam: (ch["selection"][repr(lam)], lam)), (arm, w)
 
 
 def _check_bracket(a: dict, plan: dict, runs: list[dict]) -> int:
