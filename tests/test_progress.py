@@ -157,3 +157,20 @@ def test_a_render_stage_counts_a_run_reported_twice_once():
     reporter.done(run, {"key": "b"}, cached=True)
     assert ticks[-1] == (2, 2)
     assert (reporter.computed, reporter.cached) == (1, 1)
+
+
+def test_a_render_stage_total_grows_with_a_bracket_extension_before_its_runs():
+    """A bracket's grid extension announces its runs (``Reporter.more``) before they run: the stage's total is
+    raised then, not stretched run by run at the end (it read 57/57 ... 66/66)."""
+    from lazylab.experiments.render.results import _StageReporter
+
+    ticks = []
+    reporter = _StageReporter(lambda stage, done, total: ticks.append((done, total)), "ladder")
+    reporter.plan(3)
+    run = SimpleNamespace(arm="yat-frozen", width=256, seed=0, lr=1e-3, epochs=1)
+    reporter.done(run, {"key": "a"}, cached=False)
+    reporter.more(2)
+    assert ticks[-1] == (1, 5)
+    for key in "bcde":
+        reporter.done(run, {"key": key}, cached=False)
+    assert ticks[-1] == (5, 5) and all(total == 5 for _, total in ticks[2:])

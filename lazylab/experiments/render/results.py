@@ -150,6 +150,10 @@ class _StageReporter(Reporter):
         self.total = total
         self.progress(self.label, 0, total)
 
+    def more(self, n):
+        self.total += n
+        self.progress(self.label, len(self.keys), max(self.total, len(self.keys)))
+
     def start(self, cfg):
         self.progress(f"{self.label}: {cfg.arm} m={cfg.width} seed={cfg.seed} lr={cfg.lr:g}", 0, cfg.epochs)
 
