@@ -66,6 +66,34 @@ def test_a_solve_without_a_blas_threadpoolctl_knows(relu_features, monkeypatch):
     assert abs(alone["objective"] - known["objective"]) < 1e-6 and alone["stop"] != "max_iter"
 
 
+def test_subnormal_probabilities_are_flushed_without_moving_the_gradient(relu_features, monkeypatch):
+    """Softmax probabilities 87-103 nats under a row's top logit are subnormal in float32 (slow in OpenBLAS):
+    the objective gives BLAS zeros instead, and its gradient keeps every bit."""
+    from lazylab.experiments import convex_solve
+
+    tiny, normal_float32 = np.finfo(np.float32).tiny, convex_solve.normal_float32
+    flushed = normal_float32(np.array([1e-40, -1e-39, 1e-30, 0.5, -2e-38, 0.0]))
+    assert flushed.dtype == np.float32 and list(flushed) == [0.0, 0.0, np.float32(1e-30), 0.5, np.float32(-2e-38), 0.0]
+
+    F, y, _, _ = relu_features
+    m = F.shape[1]
+    W = np.random.default_rng(0).standard_normal((m, 10))
+    W *= 150 / np.median(np.ptp(F @ W, axis=1))  # logits spread by about 150 nats, as late in a data-seeded solve
+    x = np.concatenate([W.ravel(), np.zeros(10)])
+    casts = []
+
+    def gradient(cast):
+        monkeypatch.setattr(convex_solve, "normal_float32", lambda G: casts.append(cast(G)) or casts[-1])
+        objective = convex_solve._Objective(F, y, len(y), np.zeros(m), np.eye(m, dtype=np.float32), 1e-4)
+        return objective(x)
+
+    value, grad = gradient(lambda G: G.astype(np.float32))
+    assert np.sum((casts[0] != 0) & (np.abs(casts[0]) < tiny)) > 0  # the plain cast makes subnormals here
+    value_flushed, grad_flushed = gradient(normal_float32)
+    assert np.sum((casts[1] != 0) & (np.abs(casts[1]) < tiny)) == 0
+    assert value_flushed == value and np.array_equal(grad_flushed, grad)
+
+
 @pytest.mark.slow
 def test_warm_start_reaches_the_same_optimum(relu_features):
     F, y, _, _ = relu_features
