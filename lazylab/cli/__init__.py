@@ -32,7 +32,7 @@ def cli():
     \b
     Examples:
       lazylab ladder --preset quick --dry-run   # what it would compute, and how long
-      lazylab ladder --preset quick             # 27 runs, 0.5 to 2 minutes on 2 cores
+      lazylab ladder --preset quick             # 57 runs and more, 1 to 4 minutes on 2 cores
       lazylab render all                        # every picture and out/render/report.html
     """
     output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
