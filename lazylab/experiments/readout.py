@@ -227,10 +227,10 @@ def train_readout(f_train, y_train, f_test, y_test, cfg: ReadoutConfig, tick: Pr
     import optax
     from flax import nnx
 
-    from lazylab.model import N_CLASSES, split_key
+    from lazylab.model import split_key
+    from lazylab.network import linear_head
 
-    head = nnx.Linear(cfg.width, N_CLASSES, rngs=nnx.Rngs(params=split_key(cfg.seed)[1]))
-    graphdef, params = nnx.split(head)
+    graphdef, params = nnx.split(linear_head(cfg.width, split_key(cfg.seed)[1]))
     tx = optax.adam(cfg.lr)
     opt_state = tx.init(params)
     xtr, ytr = jnp.asarray(f_train), jnp.asarray(y_train)

@@ -51,6 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from lazylab.arms.common import PRECISION
+
 JACOBIAN_LIMIT_BYTES = 256 * 2**20
 SHARED_MAX = 4096  # most shared-leaf elements the structured path differentiates in forward mode
 METHODS = ("auto", "structured", "jacobian", "rows")
@@ -126,7 +128,7 @@ def _per_example_jac(graphdef, params, rest, x):
 def _contract(Ja, Jb):
     b1, c, p = Ja.shape
     b2 = Jb.shape[0]
-    return (Ja.reshape(b1 * c, p) @ Jb.reshape(b2 * c, p).T).reshape(b1, c, b2, c)
+    return jnp.matmul(Ja.reshape(b1 * c, p), Jb.reshape(b2 * c, p).T, precision=PRECISION).reshape(b1, c, b2, c)
 
 
 def count_params(state) -> int:
@@ -248,8 +250,8 @@ def _unit_grads(gd, pu, sh, rest, x):
 @jax.jit
 def _unit_block(Ga, Gb, HH):
     """``sum_k HH[k, c, c'] <Ga[i, k], Gb[j, k]>`` as ``(b1, C, b2, C)``."""
-    S = jnp.einsum("ikr,jkr->ijk", Ga, Gb)
-    return jnp.einsum("ijk,kcd->icjd", S, HH)
+    S = jnp.einsum("ikr,jkr->ijk", Ga, Gb, precision=PRECISION)
+    return jnp.einsum("ijk,kcd->icjd", S, HH, precision=PRECISION)
 
 
 @partial(jax.jit, static_argnums=0)
@@ -257,7 +259,7 @@ def _shared_cols(gd, pu, sh, rest, x, H):
     """``(N, C, s)``: d f / d shared-leaf elements = (d Phi / d s) contracted with the head kernel."""
     Jf = jax.jacfwd(lambda s: _phi(gd, pu, s, rest, x))(sh)
     cols = jnp.concatenate([l.reshape(l.shape[0], l.shape[1], -1) for l in jax.tree.leaves(Jf)], axis=2)
-    return jnp.einsum("nks,kc->ncs", cols, H)
+    return jnp.einsum("nks,kc->ncs", cols, H, precision=PRECISION)
 
 
 def ntk_structured(model, plan: _Plan, x, limit: int = JACOBIAN_LIMIT_BYTES) -> tuple[np.ndarray, int]:
