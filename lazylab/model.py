@@ -27,7 +27,7 @@ from flax import nnx
 
 from lazylab.arms import Arm, ContractError, UnitFailure, check_bank
 from lazylab.errors import LazylabError
-from lazylab.network import N_CLASSES, Model  # noqa: F401  (re-exported: lazylab.model.Model)
+from lazylab.network import N_CLASSES, Model, apply_bank  # noqa: F401  (re-exported: lazylab.model.Model)
 from lazylab.vetting import vet
 
 N_REF = 512  # images used for data-dependent scalars (Gaussian median heuristic)
@@ -135,7 +135,7 @@ def check_finite(arm: Arm, feat: nnx.Module, x_ref: np.ndarray, cell: str) -> No
     if arm.trained:
         graphdef, params, rest = nnx.split(feat, nnx.Param, ...)
         x = jnp.asarray(x_ref[:N_GRAD])
-        grads = jax.grad(lambda p: jnp.mean(nnx.merge(graphdef, p, rest)(x) ** 2))(params)
+        grads = jax.grad(lambda p: jnp.mean(apply_bank(nnx.merge(graphdef, p, rest), x) ** 2))(params)
         for path, g in jax.tree_util.tree_leaves_with_path(grads):
             if not np.isfinite(np.asarray(g)).all():
                 raise UnitFailure(arm, cell, f"non-finite gradients with respect to {jax.tree_util.keystr(path)}")
@@ -149,7 +149,7 @@ def bank_scalars(feat: nnx.Module) -> dict[str, float]:
 @partial(jax.jit, static_argnums=0)
 def _apply_bank(graphdef, state, xb):
     # One jitted function for every bank: jax compiles once per (graphdef, shapes), not per call.
-    return nnx.merge(graphdef, state)(xb)
+    return apply_bank(nnx.merge(graphdef, state), xb)
 
 
 def features(feat: nnx.Module, x: np.ndarray, chunk: int = 4096) -> jax.Array:

@@ -3,9 +3,11 @@
 jax's default precision lets Ampere/Hopper GPUs compute float32 products in TF32 (about three
 significant digits), so a GPU run would silently differ from the CPU's. Each ``dot_general`` (and
 convolution) in the programs lazylab compiles must therefore carry ``Precision.HIGHEST``
-(``lazylab.arms.common.PRECISION``); these tests trace the programs (``jax.make_jaxpr``) and walk
-every equation, sub-programs (``jit``, ``scan``, ``custom_jvp``, gradients) included. Synthetic
-inputs: only the programs' structure is read, nothing is computed.
+(``lazylab.network.PRECISION``): named in lazylab's own code (the head, the NTK contractions), and set
+around every bank's call (``lazylab.network.apply_bank``) for the units, whatever their code names.
+These tests trace the programs (``jax.make_jaxpr``) and walk every equation, sub-programs (``jit``,
+``scan``, ``custom_jvp``, gradients) included. Synthetic inputs: only the programs' structure is read,
+nothing is computed.
 """
 
 from __future__ import annotations
@@ -76,6 +78,27 @@ def test_the_walk_finds_a_product_at_default_precision_inside_a_jitted_scan():
     found = imprecise(jax.make_jaxpr(loop)(x, x))
     assert len(found) == 1 and found[0].startswith("dot_general at ") and "precision=None" in found[0]
     assert imprecise(jax.make_jaxpr(lambda a: jnp.matmul(a, a, precision=HIGHEST))(x)) == []
+
+
+class PlainBank(nnx.Module):
+    """A unit whose product names no precision (as the built-in ReLU bank, or a third-party unit, may)."""
+
+    def __init__(self):
+        self.W = nnx.Param(jnp.ones((M, D), jnp.float32))
+
+    def __call__(self, x):
+        return x @ self.W[...].T
+
+
+def test_a_bank_that_names_no_precision_runs_at_highest_through_apply_bank():
+    from lazylab.network import apply_bank
+
+    bank, x = PlainBank(), images()
+    assert len(imprecise(jax.make_jaxpr(bank)(x))) == 1  # on its own: jax's default precision
+    assert imprecise(jax.make_jaxpr(lambda x: apply_bank(bank, x))(x)) == []
+    graphdef, params = nnx.split(bank)
+    grad = jax.make_jaxpr(jax.grad(lambda p: jnp.sum(apply_bank(nnx.merge(graphdef, p), x) ** 2)))(params)
+    assert len(products(grad)) == 2 and imprecise(grad) == []
 
 
 @pytest.mark.parametrize("name", ARMS)

@@ -6,11 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Every product in the units, heads, training and NTK code names this precision: float32 throughout.
-# On Ampere/Hopper GPUs jax's default precision allows TF32 products (~3 significant digits), so a GPU
-# run would silently differ from the CPU's; distances and similarities are differences of large
-# products, where that loss is worst. On CPU it is what the default computes: the bits are the same.
-# tests/test_precision.py walks the jaxprs of the model, the training steps and the NTK functions.
+# Distances and similarities are differences of large products: float32 throughout
+# (on GPUs jax would otherwise allow TF32 products, ~3 significant digits).
 PRECISION = jax.lax.Precision.HIGHEST
 # A median squared distance below this fraction of the data's mean squared norm is
 # rounding noise (duplicated images), not a bandwidth.

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from flax import nnx
 
 from lazylab.arms import Unit
-from lazylab.arms.common import PRECISION
 
 
 class ReluBank(nnx.Module):
@@ -24,7 +23,7 @@ class ReluBank(nnx.Module):
         self.c = nnx.Param(jnp.zeros((self.W[...].shape[0],), jnp.float32))
 
     def __call__(self, x):
-        return jax.nn.relu(jnp.matmul(x, self.W[...].T, precision=PRECISION) + self.c[...])
+        return jax.nn.relu(x @ self.W[...].T + self.c[...])
 
 
 UNIT = Unit(

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lazylab.arms.common import PRECISION
+from lazylab.network import PRECISION, apply_bank
 
 JACOBIAN_LIMIT_BYTES = 256 * 2**20
 SHARED_MAX = 4096  # most shared-leaf elements the structured path differentiates in forward mode
@@ -189,7 +189,7 @@ def _feat_split(feat, per_unit, shared):
 
 
 def _phi(gd, pu, sh, rest, x):
-    return nnx.merge(gd, pu, sh, rest)(x)
+    return apply_bank(nnx.merge(gd, pu, sh, rest), x)
 
 
 def _is_per_unit(feat, path, m, x) -> bool:
