@@ -3,12 +3,17 @@
 Nothing read from the store is unpickled: records are JSON text, arrays are
 ``.npz`` bytes loaded with ``allow_pickle=False``, and the diskcache ``Disk``
 used here refuses pickled values outright. Every value carries a SHA-256 of
-its payload, so a truncated or overwritten entry is detected on read, and every
-record is checked against its schema (``lazylab.schemas.caches``); an entry that
-cannot be read (``lazylab.memo_disk``: a row lazylab never writes, a bad seal, a
-record that fails its schema) is reported in one line, deleted and treated as
-missing (the caller recomputes it). ``Memo.check`` (``lazylab cache check``)
-removes every such entry at once. The directory is created private (0700).
+its payload and the key it was computed for (the hash of its configuration),
+so a truncated or overwritten entry, or a valid one moved to another key, is
+detected on read, and every entry is checked against the schema of its key's
+kind (``lazylab.schemas.entries``); an entry that cannot be read
+(``lazylab.memo_disk``: a row lazylab never writes, a bad or foreign seal, a
+value that fails its kind's schema) is reported in one line, deleted and treated
+as missing (the caller recomputes it); a reader that finds an entry disagreeing
+with the configuration it looked up does the same (``Memo.reject``).
+``Memo.check`` (``lazylab cache check``) removes every unreadable entry at once.
+The directory is created private (0700), and every file the memo opens must
+resolve inside it (``lazylab.locations.files_outside``).
 
 Two stores share the memo directory:
 
@@ -38,7 +43,8 @@ import numpy as np
 
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
-from lazylab.locations import check_memo_dir, default_dir, legacy_note
+from lazylab.locations import check_memo_dir, default_dir, files_outside, legacy_note
+from lazylab.schemas.entries import ArraySpec, entry_kind
 
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
@@ -168,10 +174,11 @@ class Memo:
         if self._features is not None:
             self._features.close()
 
-    def _get(self, key: str) -> bytes | None:
+    def _get(self, key: str) -> tuple[bytes, bool] | None:
+        """``(payload, whether its seal names key)`` of ``key`` (``_unseal``), or None if absent or corrupt."""
         try:
             blob = self._cache.get(key)
-            return None if blob is None else _unseal(blob)
+            return None if blob is None else _unseal(blob, key)
         except (CorruptEntry, OSError, UnicodeDecodeError) as exc:
             self._corrupt(key, exc)
             return None
@@ -182,7 +189,7 @@ class Memo:
     def _put(self, key: str, payload: bytes) -> None:
         try:
             # The tag is the code identity that wrote the entry: ``code_counts`` and ``prune`` read it.
-            self._cache.set(key, _seal(payload), tag=code_identity())
+            self._cache.set(key, _seal(payload, key), tag=code_identity())
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
             # diskcache writes each entry in one sqlite transaction: a failed write leaves no partial entry.
             raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}"
@@ -199,18 +206,26 @@ class Memo:
         except (OSError, sqlite3.Error, diskcache.core.Timeout):
             pass  # the recomputed value overwrites it, or the write reports the problem
 
+    def reject(self, key: str, why: str) -> None:
+        """Report the entry ``key`` as corrupt (one line in ``problems``, ``why`` saying what is wrong) and delete it.
+
+        For a reader whose entry passed its kind's schema but disagrees with the configuration it was looked up
+        for (a Gram's widths, a probe's size) or with its sibling entry: the caller recomputes it.
+        """
+        self._corrupt(key, CorruptEntry(why))
+
     def get_record(self, key: str) -> dict | None:
         """The JSON record stored under ``key``, or None if absent or corrupt.
 
-        A record is checked against its schema (``lazylab.schemas.caches.record_model``: a run's
-        fields and ranges for a run key, a JSON object for any other); one that fails, or is not
-        JSON, is corrupt: one line in ``problems``, deleted, read as absent.
+        A record is checked against the schema of its key's kind (``lazylab.schemas.entries``) and its seal
+        against ``key`` (``lazylab.memo_disk._record``); one that fails, or is not JSON, is corrupt: one line
+        in ``problems``, deleted, read as absent.
         """
-        payload = self._get(key)
-        if payload is None:
+        got = self._get(key)
+        if got is None:
             return None
         try:
-            return _record(key, payload)
+            return _record(key, *got)
         except CorruptEntry as exc:
             self._corrupt(key, exc)
             return None
@@ -220,12 +235,13 @@ class Memo:
         self._put(key, json.dumps(record, sort_keys=True).encode())
 
     def get_arrays(self, key: str) -> dict[str, np.ndarray] | None:
-        """The arrays stored under ``key`` (loaded with ``allow_pickle=False``), or None."""
-        payload = self._get(key)
-        if payload is None:
+        """The arrays stored under ``key`` (loaded with ``allow_pickle=False``), or None if absent or corrupt
+        (not an npz, sealed for another key, or not the arrays of its key's kind: ``lazylab.schemas.entries``)."""
+        got = self._get(key)
+        if got is None:
             return None
         try:
-            return _arrays(payload)
+            return _arrays(key, *got)
         except CorruptEntry as exc:
             self._corrupt(key, exc)
             return None
@@ -309,10 +325,11 @@ class Memo:
 
         An entry cannot be read when its row is one lazylab never writes (a key that is not
         text, a pickled value, an unknown mode, a file mode with no file name or one outside the
-        memo, a missing or non-regular value file), its SHA-256 seal does not match, or its
-        payload is not what lazylab reads back: a record that is not JSON or fails its schema
-        (``lazylab.schemas.caches.record_model``), an npz that does not load, a feature entry whose
-        header or size is wrong (``_read_features``). Every value is read in full (the feature store
+        memo, a missing or non-regular value file), its SHA-256 seal does not match or names
+        another key (a value moved), or its payload is not what lazylab reads back: a record that
+        is not JSON or fails the schema of its key's kind (``lazylab.schemas.entries``), an npz that
+        does not load or holds other arrays, a feature entry whose header or size is wrong
+        (``_read_features``). Every value is read in full (the feature store
         too), so this takes about as long as reading the memo once.
 
         Returns: ``(sound entries, [one line per entry removed, naming its store, key and problem])``.
@@ -353,13 +370,15 @@ class Memo:
                 if isinstance(handle, (bytes, str)):
                     handle = io.BytesIO(handle.encode() if isinstance(handle, str) else handle)
                 with handle:
-                    _read_features(handle)
+                    _read_features(handle, key)
                 return None
-            payload = _unseal(store._disk.fetch(mode, filename, value, False))
-            if payload[:2] == b"PK":  # np.savez's zip; anything else is a JSON record
-                _arrays(payload)
+            payload, bound = _unseal(store._disk.fetch(mode, filename, value, False), key)
+            kind = entry_kind(key)
+            # A key of no known kind: np.savez's zip holds arrays, anything else is a JSON record.
+            if isinstance(kind, ArraySpec) or (kind is None and payload[:2] == b"PK"):
+                _arrays(key, payload, bound)
             else:
-                _record(key, payload)
+                _record(key, payload, bound)
             return None
         except (CorruptEntry, OSError, UnicodeDecodeError) as exc:
             return _one_line(exc)
@@ -385,9 +404,11 @@ class Memo:
         """The feature store, opened on first use; None if absent (``create`` false) or unusable."""
         if self._features is not None or (not create and not (self.feature_dir / "cache.db").exists()):
             return self._features
-        if not _inside(str(self.directory), FEATURE_DIR):
-            # A planted symlink would have the store read and delete files elsewhere.
-            self.problems.append(f"the feature store {self.feature_dir} resolves outside the memo; features are recomputed")
+        # A planted symlink (the folder, or its index) would have the store read, write and delete files elsewhere.
+        outside = [self.feature_dir] if not _inside(str(self.directory), FEATURE_DIR) else \
+            [self.feature_dir / name for name in files_outside(self.feature_dir)]
+        if outside:
+            self.problems.append(f"the feature store {outside[0]} resolves outside the memo; features are recomputed")
             self.feature_limit = 0
             return None
         try:
@@ -419,7 +440,7 @@ class Memo:
             if isinstance(handle, (bytes, str)):  # a small value kept inside sqlite
                 handle = io.BytesIO(handle.encode() if isinstance(handle, str) else handle)
             with handle:
-                return _read_features(handle)
+                return _read_features(handle, key)
         except (CorruptEntry, OSError) as exc:
             self._corrupt(key, exc, store, "feature")
             return None
@@ -439,7 +460,7 @@ class Memo:
         if self.feature_limit <= 0:
             return False
         parts = _feature_parts(arrays)
-        size = 65 + sum(len(p) for p in parts)  # the checksum line, then the payload
+        size = len(_seal(b"", key)) + sum(len(p) for p in parts)  # the seal line, then the payload
         if size > self.feature_limit:
             return False
         store = self._feature_store(create=True)
@@ -448,7 +469,7 @@ class Memo:
         try:
             store.delete(key)  # an older copy would count against the room made below
             self._make_room(store, size)
-            store.set(key, _SealedReader(parts), read=True, tag=code_identity())
+            store.set(key, _SealedReader(parts, key), read=True, tag=code_identity())
             return True
         except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
             self.problems.append(f"cannot write to the feature store at {self.feature_dir}: {_one_line(exc)}; "

@@ -3,11 +3,12 @@
 ``lazylab.cache`` holds the stores; this module holds what a single row is. Nothing is
 unpickled: ``SafeDisk`` stores only bytes and str and refuses every row lazylab could not have
 written (a pickle, an unknown mode, a file mode without its file name, a file outside the memo, a
-FIFO in place of a value file). Every payload is sealed with its SHA-256 (``_seal``); records are
-JSON checked against their schema (``lazylab.schemas.caches``), arrays ``.npz`` loaded with
-``allow_pickle=False``, feature entries a JSON header line then raw array bytes
-(``_feature_parts``, ``_read_features``). A row that fails any of this raises ``CorruptEntry``:
-the memo reports it in one line, deletes it and recomputes it (docs/reliability.md).
+FIFO in place of a value file). Every payload is sealed with its SHA-256 and the key it was computed
+for (``_seal``), so a valid value moved or copied to another key is refused there; records are JSON,
+arrays ``.npz`` loaded with ``allow_pickle=False``, feature entries a JSON header line then raw array
+bytes (``_feature_parts``, ``_read_features``), each checked against the schema of its key's kind
+(``lazylab.schemas.entries``). A row that fails any of this raises ``CorruptEntry``: the memo reports
+it in one line, deletes it and recomputes it (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import diskcache
 import numpy as np
 
 from lazylab.errors import LazylabError
+from lazylab.locations import resolves_inside
 
 
 class SafeDisk(diskcache.Disk):
@@ -124,8 +126,7 @@ def _inside(directory: str, filename) -> bool:
     """
     if not isinstance(filename, str) or not filename or os.path.isabs(filename) or "\0" in filename:
         return False
-    root = os.path.realpath(directory)
-    return os.path.realpath(os.path.join(root, filename)).startswith(root + os.sep)
+    return resolves_inside(directory, os.path.join(directory, filename))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -133,22 +134,55 @@ def _one_line(exc: BaseException) -> str:
 
 
 class CorruptEntry(Exception):
-    """A memo entry whose checksum or encoding is wrong."""
+    """A memo entry whose checksum, key, encoding or schema is wrong."""
 
 
-def _seal(payload: bytes) -> bytes:
-    return hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+_MAX_KEY = 256  # characters of a memo key in a seal line (lazylab's are under 60)
 
 
-def _unseal(blob) -> bytes:
+def _seal_line(digest: str, key: str) -> bytes:
+    """The first line of a sealed value: the payload's SHA-256 (64 hex digits), a space, the memo key."""
+    if not key or len(key) > _MAX_KEY or not key.isascii() or not key.isprintable() or " " in key:
+        raise ValueError(f"a memo key is printable ASCII without spaces, at most {_MAX_KEY} characters: {key[:80]!r}")
+    return f"{digest} {key}\n".encode()
+
+
+def _seal(payload: bytes, key: str) -> bytes:
+    """``payload`` as stored under memo key ``key``: ``_seal_line`` then the payload."""
+    return _seal_line(hashlib.sha256(payload).hexdigest(), key) + payload
+
+
+def _check_seal(line: bytes, key: str) -> tuple[bytes, bool]:
+    """The digest (64 hex digits, bytes) of a seal line (without its newline) read under ``key``, and whether the
+    line names ``key``: False for the seal of a lazylab before 0.2.1, which named no key (``_record`` says which
+    such records are still served). Raises CorruptEntry for a line that is no seal or names another key."""
+    digest, _, sealed_for = line.partition(b" ")
+    if len(digest) != 64 or not re.fullmatch(rb"[0-9a-f]{64}", digest):
+        raise CorruptEntry("no checksum line")
+    if not sealed_for:
+        return digest, False
+    if sealed_for != key.encode():
+        shown = sealed_for[:80].decode("ascii", "backslashreplace")
+        raise CorruptEntry(f"sealed for the key {shown!r}: a value moved from another key")
+    return digest, True
+
+
+def _unseal(blob, key: str) -> tuple[bytes, bool]:
+    """The payload of a value stored under ``key``, and whether its seal names ``key`` (``_check_seal``).
+
+    Raises: CorruptEntry for a value that is not bytes, a bad or foreign seal, or a checksum mismatch.
+    """
     if isinstance(blob, str):
         blob = blob.encode()
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise CorruptEntry(f"stored value is a {type(blob).__name__}, not bytes")
-    digest, sep, payload = bytes(blob).partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != digest:
+    line, sep, payload = bytes(blob).partition(b"\n")
+    if not sep:
+        raise CorruptEntry("no checksum line")
+    digest, bound = _check_seal(line, key)
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
         raise CorruptEntry("checksum mismatch")
-    return payload
+    return payload, bound
 
 
 _ARRAY_KINDS = "biufc"  # bool, integers, floats, complex: plain numbers only
@@ -176,14 +210,14 @@ def _feature_parts(arrays: dict) -> list[memoryview]:
 
 
 class _SealedReader:
-    """A file-like reader of ``_seal(b"".join(parts))`` that streams the parts without joining them."""
+    """A file-like reader of ``_seal(b"".join(parts), key)`` that streams the parts without joining them."""
 
-    def __init__(self, parts: list[memoryview]):
+    def __init__(self, parts: list[memoryview], key: str):
         digest = hashlib.sha256()
         for p in parts:
             for i in range(0, len(p), _CHUNK):
                 digest.update(p[i : i + _CHUNK])
-        self.parts = [memoryview(digest.hexdigest().encode() + b"\n"), *parts]
+        self.parts = [memoryview(_seal_line(digest.hexdigest(), key)), *parts]
 
     def read(self, n: int = -1):
         while self.parts and not len(self.parts[0]):
@@ -208,18 +242,22 @@ def _aligned_empty(shape: tuple, dtype: np.dtype, align: int = 64) -> np.ndarray
     return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
-def _read_features(handle) -> dict[str, np.ndarray]:
-    """Arrays from a sealed feature entry (an open binary file), checked against its SHA-256.
+def _read_features(handle, key: str) -> dict[str, np.ndarray]:
+    """Arrays from a feature entry stored under ``key`` (an open binary file), checked against its seal (SHA-256
+    and key) and the schema of its key's kind (``lazylab.schemas.entries``).
 
-    Raises: CorruptEntry for a bad digest line, header, size or checksum.
+    Raises: CorruptEntry for a bad or foreign seal line (or one naming no key), header, size, checksum or arrays.
     """
     try:
         total = os.fstat(handle.fileno()).st_size
     except (AttributeError, OSError, io.UnsupportedOperation):
         total = len(handle.getbuffer())
-    digest = handle.read(65)
-    if len(digest) != 65 or digest[64:] != b"\n":
+    seal = handle.readline(66 + _MAX_KEY)
+    if not seal.endswith(b"\n"):
         raise CorruptEntry("no checksum line")
+    digest, bound = _check_seal(seal[:-1], key)
+    if not bound:
+        raise CorruptEntry("sealed without its key, by an older lazylab")
     line = handle.readline(_MAX_HEADER)
     if not line.endswith(b"\n"):
         raise CorruptEntry("no header line")
@@ -237,7 +275,7 @@ def _read_features(handle) -> dict[str, np.ndarray]:
             any(n < 0 for shape in shapes for n in shape) or len(set(names)) != len(names):
         raise CorruptEntry("bad header (dtype, shape or names)")
     sizes = [math.prod(shape) * dt.itemsize for dt, shape in zip(dtypes, shapes)]
-    if 65 + len(line) + sum(sizes) != total:  # checked before allocating anything the header asks for
+    if len(seal) + len(line) + sum(sizes) != total:  # checked before allocating anything the header asks for
         raise CorruptEntry("size does not match the header")
     check = hashlib.sha256(line)
     arrays = {}
@@ -252,41 +290,65 @@ def _read_features(handle) -> dict[str, np.ndarray]:
             check.update(view[done : done + got])
             done += got
         arrays[name] = a
-    if check.hexdigest().encode() != digest[:64]:
+    if check.hexdigest().encode() != digest:
         raise CorruptEntry("checksum mismatch")
+    _check_arrays(key, arrays)
     return arrays
 
 
-def _record(key: str, payload: bytes) -> dict:
-    """The JSON record in ``payload``, checked against the schema of records stored under ``key``.
+def _record(key: str, payload: bytes, bound: bool) -> dict:
+    """The JSON record in ``payload`` stored under ``key``, checked against the schema of its key's kind
+    (``lazylab.schemas.entries.record_model``) and bound to ``key``.
 
-    A run or redundancy record is served complete and under the key it was looked up by: the
-    fields of its model it lacks get their defaults, and its ``key`` field is set to ``key`` (the
-    key is the hash of the configuration; a field that says otherwise is never passed on).
-    Raises: CorruptEntry (one line naming the field) if it is not JSON or fails the schema.
+    ``bound`` says whether its seal named ``key`` (``_unseal``). A record sealed without its key (by a lazylab
+    before 0.2.1) is served only if it names ``key`` itself in its ``key`` field, as run, convex, lambda-choice,
+    redundancy and trajectory records always did; a record whose ``key`` field names another key is never
+    served. The fields of its model it lacks get their defaults (a record by lazylab 0.1.0 lacks some).
+    Raises: CorruptEntry (one line naming the field) if it is not JSON, fails the schema or is bound to another key.
     """
     from lazylab.schemas import parse_json, validate
-    from lazylab.schemas.caches import RecordEnvelope, record_model
+    from lazylab.schemas.caches import RecordEnvelope
+    from lazylab.schemas.entries import record_model
 
     try:
-        doc = parse_json(payload, "record")
         model = record_model(key)
+        doc = parse_json(payload, "record")
         validate(model, doc, "record")
-    except LazylabError as exc:
-        raise CorruptEntry(str(exc)) from None
+    except (LazylabError, ValueError) as exc:  # record_model refuses a key whose kind holds arrays
+        raise CorruptEntry(_one_line(exc)) from None
+    named = doc.get("key")
+    if named is not None and named != key:
+        raise CorruptEntry(f"its record names the key {str(named)[:80]!r}: a value moved from another key")
+    if not bound and named != key:
+        raise CorruptEntry("sealed without its key, by an older lazylab")
     if model is not RecordEnvelope:
         for name, field in model.model_fields.items():
             if not field.is_required():
                 doc.setdefault(field.alias or name, field.get_default(call_default_factory=True))
-        doc["key"] = key
     return doc
 
 
-def _arrays(payload: bytes) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` payload, loaded with ``allow_pickle=False`` (no object arrays).
+def _check_arrays(key: str, arrays: dict[str, np.ndarray]) -> None:
+    """Raise CorruptEntry (one line) unless ``arrays`` are of the kind stored under ``key`` (``array_spec``)."""
+    from lazylab.schemas.entries import array_spec
 
-    Raises: CorruptEntry if it is not a readable npz.
+    try:
+        problem = array_spec(key).problem(arrays)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        raise CorruptEntry(problem)
+
+
+def _arrays(key: str, payload: bytes, bound: bool) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` payload stored under ``key``, loaded with ``allow_pickle=False`` (no object
+    arrays), and checked against the kind of ``key`` (``_check_arrays``). ``bound``: whether the seal named
+    ``key``; arrays sealed without it (by a lazylab before 0.2.1) are not served.
+
+    Raises: CorruptEntry if it is not a readable npz, is sealed without its key, or fails its kind.
     """
+    if not bound:
+        raise CorruptEntry("sealed without its key, by an older lazylab")
     import zipfile
     import zlib
 
@@ -295,9 +357,11 @@ def _arrays(payload: bytes) -> dict[str, np.ndarray]:
         if not isinstance(z, np.lib.npyio.NpzFile):
             raise CorruptEntry("a single array, not an npz")
         with z:
-            return {k: z[k] for k in z.files}
+            arrays = {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, MemoryError) as exc:
         raise CorruptEntry(f"not an npz ({_one_line(exc)})") from None
+    _check_arrays(key, arrays)
+    return arrays
 
 
 def _drop_row(store: diskcache.Cache, rowid: int, key, filename, stored) -> bool:

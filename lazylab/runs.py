@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +32,7 @@ from lazylab.cache import Memo, default_dir, legacy_note
 from lazylab.locations import check_memo_dir
 from lazylab.config import code_identity
 from lazylab.errors import LazylabError
+from lazylab.schemas.entries import KEY
 
 # Prefix (and part) of the one entry read per result -> its kind, in the order rows are sorted.
 KIND_OF = {
@@ -54,7 +54,6 @@ FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_ac
           "code", "plugin", "provenance", "key", "stored", "detail")
 # What ``Run.provenance`` says of a row whose unit is not the installed one.
 NOT_INSTALLED, STALE_SOURCE, OTHER_VERSION = "not installed", "stale source", "other version"
-_KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train|-lambda)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
 
 
 @dataclass
@@ -363,7 +362,7 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
     installed = installed_arms()
     rows, other, seen_arms = [], 0, set()
     for key, tag, stored in entries:
-        m = _KEY.fullmatch(key)
+        m = KEY.fullmatch(key)
         kind = KIND_OF.get((m["prefix"], m["part"])) if m else None
         if kind is None or (kinds and kind not in kinds):
             continue

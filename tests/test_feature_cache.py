@@ -130,7 +130,7 @@ def test_planted_feature_header_is_refused_before_allocating(tmp_path, header):
     memo = Memo(tmp_path / "m")
     memo.put_features("k", block(0))
     payload = header + b"\0" * 8
-    memo._features.set("k", _SealedReader([memoryview(payload)]), read=True)  # a valid checksum
+    memo._features.set("k", _SealedReader([memoryview(payload)], "k"), read=True)  # a valid checksum
     assert memo.get_features("k") is None
     assert "corrupt" in memo.problems[0]
 

@@ -300,7 +300,7 @@ def plant_bad_rows(memo_dir: Path, good_run: dict) -> dict[str, str]:
     row("plant-fifo", json.dumps({"pad": "x" * 40_000}).encode())
     # The feature store: a good entry and one whose sealed header is not a header.
     memo.put_features("feat-good", {"a": np.arange(12, dtype=np.float32).reshape(3, 4)})
-    memo._feature_store(create=True).set("feat-bad", _SealedReader([memoryview(b'{"arrays": 5}\n')]), read=True)
+    memo._feature_store(create=True).set("feat-bad", _SealedReader([memoryview(b'{"arrays": 5}\n')], "feat-bad"), read=True)
     memo.close()
     for key, statement in sql_rows.items():
         sql(memo_dir, statement, key)
@@ -344,7 +344,7 @@ def test_cache_prune_also_removes_unreadable_rows(tiny, tmp_path, capsys):
     memo_dir = copy_memo(tiny, tmp_path / "memo")
     n_good = len(memo_rows(memo_dir))
     memo = Memo(memo_dir)
-    memo._cache.set("old", _seal(b'{"x": 1}'), tag="lazylab 0.1.0 numerics 0")  # another code's entry
+    memo._cache.set("old", _seal(b'{"x": 1}', "old"), tag="lazylab 0.1.0 numerics 0")  # another code's entry
     memo._put("plant-file-mode", b'{"x": 1}')
     memo.close()
     sql(memo_dir, "UPDATE Cache SET mode = 2 WHERE key = 'plant-file-mode'")
@@ -364,7 +364,7 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
     foreign memo would hold it): ``runs`` and ``ladder --report`` (reads the memo, computes nothing)
     use it if its schema accepts it, else report it corrupt in one line and delete it; never exit 1,
     no key but the command line's in the memo or the results."""
-    from lazylab.schemas.caches import record_model
+    from lazylab.schemas.entries import record_model
 
     memo_dir, doc = tiny
     original = Memo(memo_dir)
@@ -500,7 +500,7 @@ def test_property_any_feature_header_gives_the_arrays_or_one_line(case, tmp_path
     memo = Memo(tmp_path_factory.mktemp("f") / "memo")
     body = b"".join(a.tobytes() for a in arrays.values())
     memo._feature_store(create=True).set("k", _SealedReader([memoryview(raw.replace(b"\n", b" ") + b"\n"),
-                                                             memoryview(body)]), read=True)
+                                                             memoryview(body)], "k"), read=True)
     with no_hang(CASE_S):
         got = memo.get_features("k")
     if got is None:

@@ -94,9 +94,6 @@ from lazylab.experiments.gram_measures import (  # noqa: F401 (re-exported)
     normalised_gram,
 )
 
-RESULT_ARRAYS = ("widths", "grams", "reference", "contrast", "distance", "raw_distance", "labels", "image_index")
-
-
 # ------------------------------------------------------- bank evaluation
 def make_bank(arm: Arm, seed: int, x_train: np.ndarray, *, width: int | None = None, W: np.ndarray | None = None):
     """A frozen bank module built as ``lazylab.model.build_model`` builds it for ``seed``.
@@ -137,8 +134,10 @@ class BankFeatures:
         import jax
         from flax import nnx
 
+        from lazylab.network import apply_bank
+
         _, self._template = nnx.split(template)
-        self._apply = jax.jit(lambda graphdef, state, x: nnx.merge(graphdef, state)(x), static_argnums=0)
+        self._apply = jax.jit(lambda graphdef, state, x: apply_bank(nnx.merge(graphdef, state), x), static_argnums=0)
 
     def __call__(self, feat, x: np.ndarray) -> np.ndarray:
         import jax
@@ -241,6 +240,20 @@ class GramResult:
         return rows
 
 
+def _stored_problem(cfg: GramConfig, arrays: dict, record: dict, widths: np.ndarray, labels: np.ndarray,
+                    index: np.ndarray) -> str | None:
+    """Why a stored study (arrays and summary, each of its kind's schema: ``lazylab.schemas.entries``) is not the
+    one ``cfg`` computes (one line), or None: its widths, images and labels must be ``cfg``'s, and it holds the
+    ensemble (RMS) distances and fits exactly when ``cfg.repeats > 1``."""
+    for name, want in (("widths", widths), ("labels", labels), ("image_index", index)):
+        if not np.array_equal(arrays[name], want):
+            return f"its {name} are not the configuration's"
+    ensemble = cfg.repeats > 1
+    if (record["ensemble"] is not None) != ensemble or ({"ens_distance", "ens_raw_distance"} <= set(arrays)) != ensemble:
+        return "its ensemble distances do not match the configuration's repeats"
+    return None
+
+
 def _result_from_arrays(cfg: GramConfig, arrays: dict, record: dict, images: np.ndarray) -> GramResult:
     return GramResult(
         config=json.loads(cfg.canonical()), key=cfg.key(), widths=arrays["widths"], grams=arrays["grams"],
@@ -277,12 +290,16 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
     x = np.asarray(d.x_test[index], np.float32)
     memo = ws.memo
 
+    widths = log_widths(cfg.max_units, cfg.frames)
+    labels = np.repeat(np.asarray(cfg.classes), cfg.per_class)
     arrays, record = memo.get_arrays(cfg.key()), memo.get_record(cfg.key() + "-summary")
-    if arrays is not None and record is not None and set(RESULT_ARRAYS) <= set(arrays) and "ensemble" in record \
-            and (cfg.repeats == 1 or "ens_distance" in arrays):
-        res = _result_from_arrays(cfg, arrays, record, x)
-        res.cached, res.seconds = True, time.perf_counter() - t0
-        return res
+    if arrays is not None and record is not None:
+        why = _stored_problem(cfg, arrays, record, widths, labels, index)
+        if why is None:
+            res = _result_from_arrays(cfg, arrays, record, x)
+            res.cached, res.seconds = True, time.perf_counter() - t0
+            return res
+        memo.reject(cfg.key(), why)  # the study is computed again, and both entries overwritten
 
     computed: list[str] = []
     base = dict(arm=cfg.arm, plugin=cfg.plugin, max_units=cfg.max_units, seed=cfg.seed, classes=cfg.classes,
@@ -295,8 +312,10 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
 
     def bank_features(key: str, r: int) -> np.ndarray:
         stored = memo.get_arrays(key)
-        if stored is not None:
+        if stored is not None and stored["phi"].shape == (len(x), cfg.max_units):
             return stored["phi"].astype(np.float64)
+        if stored is not None:
+            memo.reject(key, f"features of shape {stored['phi'].shape}, not {(len(x), cfg.max_units)}")
         tick("features", r, cfg.repeats)
         feat = bank if r == 0 else make_bank(arm, cfg.seed + r, d.x_train, width=cfg.max_units)
         phi = evaluator(feat, x)  # the base bank's layer scalars, as in the reference
@@ -311,7 +330,10 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
     tick("features", cfg.repeats, cfg.repeats)
 
     stored = memo.get_arrays(rkey)
-    if stored is None or "kernel" not in stored:
+    if stored is not None and stored["kernel"].shape != (len(x), len(x)):
+        memo.reject(rkey, f"a reference kernel of shape {stored['kernel'].shape}, not {(len(x), len(x))}")
+        stored = None
+    if stored is None:
         kernel = _reference_kernel(arm, cfg, evaluator, x, d.x_train, tick)
         memo.put_arrays(rkey, {"kernel": kernel})
         computed.append("reference")
@@ -319,8 +341,6 @@ def run_gram(ws, arm: Arm, cfg: GramConfig, progress: Progress | None = None) ->
         kernel = stored["kernel"]
     reference = normalise_gram(kernel)
 
-    widths = log_widths(cfg.max_units, cfg.frames)
-    labels = np.repeat(np.asarray(cfg.classes), cfg.per_class)
     frames = [frame_features(arm, cfg.seed + r, p, evaluator, x, d.x_train, widths) for r, p in enumerate(phis)]
     grams = np.stack([normalised_gram(f) for f in frames[0]])
     contrast = np.array([block_contrast(G, labels) for G in grams])

@@ -198,9 +198,11 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
     lr = cfg.lr
     record = ws.memo.get_record(rec_key)
     arrays = ws.memo.get_arrays(rec_key + "-k")
-    if record is not None and arrays is not None and record.get("config", {}).get("run") == base["run"]:
-        record["cached"] = True
-        return record, arrays
+    if record is not None and arrays is not None:
+        if record["config"]["run"] == base["run"] and record["probe"] == probe and len(arrays["labels"]) == probe:
+            record["cached"] = True
+            return record, arrays
+        ws.memo.reject(rec_key, "its training run or probe is not the configuration's")
 
     t0 = time.perf_counter()
     d = ws.data.subset(train_size=train_size)
@@ -221,7 +223,8 @@ def run_arm(ws, arm, width: int, *, probe: int = 256, seed: int = 0, lr: float |
             pL = _restore(p0, {k[4:]: v for k, v in stored.items() if k.startswith("lin/")})
             train_info = stored_rec
             say("trained parameters from the memo")
-        except KeyError:
+        except KeyError as exc:
+            ws.memo.reject(train_key + "-p", f"parameter {exc.args[0]!r} is missing or of another shape")
             stored = None
     if stored is None or stored_rec is None:
         say(f"training {arm.name} m={width} ({epochs} epochs, lr {lr:g})")

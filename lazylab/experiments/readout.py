@@ -199,8 +199,11 @@ def bank_features(ws, arm: Arm, fcfg: FeatureConfig) -> tuple[np.ndarray, np.nda
     Returns ``(f_train, f_test, computed)``.
     """
     stored = ws.memo.get_arrays(fcfg.key())
-    if stored is not None:
+    shapes = {"train": (fcfg.train_size, fcfg.width), "test": (len(ws.data.y_test), fcfg.width)}
+    if stored is not None and all(stored[k].shape == s for k, s in shapes.items()):
         return stored["train"], stored["test"], False
+    if stored is not None:
+        ws.memo.reject(fcfg.key(), f"features of shapes {[stored[k].shape for k in shapes]}, not {list(shapes.values())}")
     from lazylab.model import build_model, features
 
     d = ws.data.subset(train_size=fcfg.train_size)
@@ -288,6 +291,22 @@ def show_indices(n_test: int, seed: int, count: int = N_SHOW) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_test, size=count, replace=False)).astype(np.int64)
 
 
+def evaluation_steps(cfg: ReadoutConfig) -> list[int]:
+    """The steps at which ``train_readout`` evaluates: 0, every ``eval_every`` steps, and the last step."""
+    return sorted({0, *range(cfg.eval_every, cfg.steps, cfg.eval_every), cfg.steps})
+
+
+def _stored_problem(cfg: ReadoutConfig, stored: dict, n_test: int) -> str | None:
+    """Why a stored readout curve (of its kind's schema, ``lazylab.schemas.entries``) is not ``cfg``'s (one line),
+    or None: its evaluation steps, and a predicted class in 0..9 for each of the ``n_test`` test images at each."""
+    if stored["steps"].tolist() != evaluation_steps(cfg):
+        return "its evaluation steps are not the configuration's"
+    preds = stored["preds"]
+    if preds.shape[1] != n_test or (preds.size and int(preds.max()) >= len(CLASS_NAMES)):
+        return "its predictions are not one class per test image"
+    return None
+
+
 def run_readout(ws, arm: Arm, configs: list[ReadoutConfig], progress: Progress | None = None,
                 n_show: int = N_SHOW) -> ReadoutResult:
     """Train one readout per config (memoized features and curves) and pick the garments shown.
@@ -309,6 +328,10 @@ def run_readout(ws, arm: Arm, configs: list[ReadoutConfig], progress: Progress |
             raise LazylabError(f"config is for {cfg.arm} ({cfg.plugin}), not {arm.name} ({arm.plugin})")
         t1 = time.perf_counter()
         stored = ws.memo.get_arrays(cfg.key())
+        why = None if stored is None else _stored_problem(cfg, stored, len(d.y_test))
+        if why is not None:
+            ws.memo.reject(cfg.key(), why)
+            stored = None
         cached = stored is not None
         if not cached:
             tick(f"features m={cfg.width}", 0, 1)

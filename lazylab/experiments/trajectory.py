@@ -267,13 +267,19 @@ def load_or_run(ws: Workspace, arm: Arm, tcfg: TrajectoryConfig, reporter: Repor
 
 
 def _memo_trajectory(ws: Workspace, tcfg: TrajectoryConfig) -> tuple[dict, np.ndarray] | None:
-    """The stored record and snapshots of ``tcfg``, or None unless both are present and consistent."""
+    """The stored record and snapshots of ``tcfg``, or None unless both are present and consistent: one
+    snapshot of ``tcfg.snapshots`` prototypes of the images' size per epoch of the record. An inconsistent
+    pair is rejected (one line, ``Memo.reject``) and computed again."""
     record = ws.memo.get_record(tcfg.key())
     if record is not None:
         arrays = ws.memo.get_arrays(tcfg.arrays_key())
-        snaps = None if arrays is None else arrays.get("snapshots")
-        if snaps is not None and snaps.shape[0] == len(record["epochs"]) and snaps.shape[1] == tcfg.snapshots:
+        if arrays is None:
+            return None
+        snaps = arrays["snapshots"]
+        want = (len(record["epochs"]), tcfg.snapshots, ws.data.x_train.shape[1])
+        if snaps.shape == want and record["snapshot_units"] == tcfg.snapshots:
             return record, snaps
+        ws.memo.reject(tcfg.key(), f"its snapshots have shape {snaps.shape}, not {want}")
     return None
 
 

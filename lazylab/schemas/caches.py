@@ -9,15 +9,15 @@ for 1) and NaN and Infinity.
 * ``CalibrationDoc``: ``$XDG_CACHE_HOME/lazylab/calibration.json`` (``lazylab.calibration``).
 * ``RunRecordDoc``: a training run's record in the memo (``run-<32 hex digits>``, written by
   ``lazylab.experiments.train_runs``), and ``RedundancyRecordDoc``, a bank's redundancy
-  (``redundancy-<32 hex digits>``), the two records every ladder reads back; every other record
-  is checked only to be a JSON object (``RecordEnvelope``), its readers checking their own fields.
+  (``redundancy-<32 hex digits>``), the two records every ladder reads back; the other kinds of memo
+  entry are in ``lazylab.schemas.entries``, which maps every key to its schema (``RecordEnvelope``, any
+  JSON object, for a key of no known kind).
 * ``FeatureHeader``: the header line of a feature-store entry (``lazylab.cache``).
 * ``DataCopyDigests``: ``sha256.json`` beside a parsed data copy (``lazylab.data``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -166,21 +166,9 @@ class RedundancyRecordDoc(BaseModel):
 
 
 class RecordEnvelope(RootModel[dict[str, Any]]):
-    """Any other memo record: a JSON object (its readers check their own fields)."""
+    """A memo record under a key of no known kind (``lazylab.schemas.entries``): any JSON object."""
 
     model_config = ConfigDict(strict=True)
-
-
-_MODELS = {"run": RunRecordDoc, "redundancy": RedundancyRecordDoc}
-_KEY = re.compile(r"(?P<prefix>[a-z]+)-[0-9a-f]{32}")
-
-
-def record_model(key: str) -> type[BaseModel]:
-    """The schema of the record stored under memo key ``key``: ``RunRecordDoc`` for a run's key
-    (``run-<32 hex digits>``), ``RedundancyRecordDoc`` for a redundancy measurement's
-    (``redundancy-<32 hex digits>``), else ``RecordEnvelope``."""
-    m = _KEY.fullmatch(key)
-    return _MODELS.get(m["prefix"], RecordEnvelope) if m else RecordEnvelope
 
 
 # ------------------------------------------------------------------ metadata

@@ -212,10 +212,12 @@ def lab_result(ws: Workspace, cfg, progress: Progress = _quiet):
 
     key = lab_key(cfg)
     arrays, rec = ws.memo.get_arrays(key), ws.memo.get_record(key + "-summary")
-    if arrays is not None and rec is not None and set(LAB_ARRAYS) <= set(arrays):
-        res = LabResult(config=cfg, data=make_data(cfg), **{k: arrays[k] for k in LAB_ARRAYS},
-                        n_params=int(rec["n_params"]), jac_shape=tuple(rec["jac_shape"]), start_gap=float(rec["start_gap"]))
-        return res, True
+    if arrays is not None and rec is not None:
+        if _lab_matches(cfg, arrays, rec):
+            res = LabResult(config=cfg, data=make_data(cfg), **{k: arrays[k] for k in LAB_ARRAYS},
+                            n_params=rec["n_params"], jac_shape=tuple(rec["jac_shape"]), start_gap=rec["start_gap"])
+            return res, True
+        ws.memo.reject(key, "its arrays are not of the configuration's width, steps, snapshots or data")
     progress("ntk lab: gradient descent", 0, 1)
     res = run_lab(cfg)
     ws.memo.put_arrays(key, {k: getattr(res, k) for k in LAB_ARRAYS})
@@ -225,6 +227,17 @@ def lab_result(ws: Workspace, cfg, progress: Progress = _quiet):
     return res, False
 
 
+def _lab_matches(cfg, arrays: dict, rec: dict) -> bool:
+    """Whether a stored lab (of its kinds' schemas, ``lazylab.schemas.entries``) has ``cfg``'s sizes: its width,
+    steps, snapshot steps, training and test points."""
+    from lazylab.ntk.lab import checkpoints
+
+    return (arrays["theta0"].shape == (3, cfg.width) and len(arrays["loss"]) == cfg.steps + 1
+            and np.array_equal(arrays["snap_steps"], checkpoints(cfg.steps, cfg.frames))
+            and arrays["pred_train"].shape[1:] == (cfg.n_train,) and arrays["pred_test"].shape[1:] == (cfg.n_test,)
+            and rec["n_params"] == 3 * cfg.width and rec["jac_shape"] == [cfg.n_train, 3 * cfg.width])
+
+
 def sweep_key(cfg, widths, seeds) -> str:
     return "ntksweep-" + digest({"kind": "ntk-sweep", "config": asdict(cfg), "widths": list(widths),
                                  "seeds": list(seeds), "schema": NTK_MEMO_SCHEMA, "cache": CACHE_SCHEMA})
@@ -232,13 +245,15 @@ def sweep_key(cfg, widths, seeds) -> str:
 
 def sweep_result(ws: Workspace, cfg, widths, seeds, progress: Progress = _quiet):
     """``(SweepResult, cached)`` of the lab's width sweep (``lazylab ntk lab --widths``), memoized."""
-    from lazylab.ntk.lab import LabConfig, SweepResult, sweep
+    from lazylab.ntk.lab import SweepResult, sweep
 
     key = sweep_key(cfg, widths, seeds)
     rec = ws.memo.get_record(key)
-    if rec is not None and {"config", "widths", "seeds", "rows", "slopes"} <= set(rec):
-        return SweepResult(config=LabConfig(**rec["config"]), widths=rec["widths"], seeds=rec["seeds"],
-                           rows=rec["rows"], slopes=rec["slopes"]), True
+    if rec is not None:
+        if rec["config"] == asdict(cfg) and rec["widths"] == list(widths) and rec["seeds"] == list(seeds):
+            return SweepResult(config=cfg, widths=rec["widths"], seeds=rec["seeds"], rows=rec["rows"],
+                               slopes=rec["slopes"]), True
+        ws.memo.reject(key, "its configuration, widths or seeds are not the ones looked up")
     total, done = len(widths) * len(seeds), [0]
 
     def on_run(w, s):
@@ -256,9 +271,11 @@ def _checks_json(checks) -> list[dict]:
 
 
 def _checks(items: list[dict]):
+    """``Check``s from their stored JSON (``lazylab.schemas.entries.CheckDoc``; ``ok`` is derived, not read)."""
     from lazylab.ntk.checks import Check
 
-    return [Check(**{k: v for k, v in c.items() if k != "ok"}) for c in items]
+    return [Check(name=c["name"], value=c["value"], tol=c["tol"], passed=c["passed"], expect=c["expect"], note=c["note"])
+            for c in items]
 
 
 def scalar_key(s: NtkSettings) -> str:
@@ -275,10 +292,13 @@ def scalar_result(ws: Workspace, s: NtkSettings, progress: Progress = _quiet):
         raise LazylabError(f"ntk scalar: {problem}")
     key = scalar_key(s)
     arrays, rec = ws.memo.get_arrays(key), ws.memo.get_record(key + "-checks")
-    if arrays is not None and rec is not None and "times" in arrays:
-        table = {k[6:]: v for k, v in arrays.items() if k.startswith("table/")}
-        return ScalarResult(w0=rec["w0"], dt=rec["dt"], offset=rec["offset"], times=arrays["times"], table=table,
-                            checks=_checks(rec["checks"])), True
+    if arrays is not None and rec is not None:
+        if (rec["w0"], rec["dt"], rec["offset"]) == (s.w0, s.dt, s.offset) and \
+                np.array_equal(arrays["times"], np.asarray(s.times, np.float64)):
+            table = {k[6:]: v for k, v in arrays.items() if k.startswith("table/")}
+            return ScalarResult(w0=rec["w0"], dt=rec["dt"], offset=rec["offset"], times=arrays["times"], table=table,
+                                checks=_checks(rec["checks"])), True
+        ws.memo.reject(key, "its settings or times are not the ones looked up")
     progress("ntk scalar: RK4", 0, 1)
     res = run_scalar(w0=s.w0, times=s.times, dt=s.dt, offset=s.offset)
     ws.memo.put_arrays(key, {"times": res.times, **{f"table/{k}": np.asarray(v) for k, v in res.table.items()}})
@@ -298,7 +318,7 @@ def audit_result(ws: Workspace, cfg, progress: Progress = _quiet):
 
     key = audit_key(cfg)
     rec = ws.memo.get_record(key)
-    if rec is not None and "checks" in rec:
+    if rec is not None:
         return _checks(rec["checks"]), True
     progress("ntk audit", 0, 1)
     checks = run_audit(cfg)
