@@ -30,6 +30,7 @@ import numpy as np
 
 from lazylab.errors import DataError
 from lazylab.limits import CLASS_NAMES  # noqa: F401 (re-exported: Fashion-MNIST's class names, by index)
+from lazylab.locations import resolves_inside
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -309,9 +310,10 @@ def _array_digest(a: np.ndarray) -> str:
 def _load_parsed_copy(where: Path, problems: list | None) -> dict[str, np.ndarray] | None:
     """The parsed arrays in ``where``, each checked against the digest stored with it; None if absent or damaged.
 
-    A damaged copy (a file that is not a regular file or cannot be read, digests that are not
-    ``lazylab.schemas.caches.DataCopyDigests``, or an array whose digest differs) is reported as
-    one line in ``problems`` and reads as absent, so the ``.gz`` files are parsed again.
+    A damaged copy (a file that is not a regular file, resolves outside ``where`` or cannot be read,
+    digests that are not ``lazylab.schemas.caches.DataCopyDigests``, or an array whose digest differs)
+    is reported as one line in ``problems`` and reads as absent, so the ``.gz`` files are parsed again
+    (and written anew: ``_atomic_write`` replaces a link, never writes through it).
     """
     from lazylab.errors import LazylabError
     from lazylab.schemas import read_bytes, read_json, validate
@@ -319,6 +321,10 @@ def _load_parsed_copy(where: Path, problems: list | None) -> dict[str, np.ndarra
 
     if not os.path.lexists(where / _COPY_DIGESTS):
         return None  # no copy yet (or one from before digests were kept)
+    outside = [name for name in (_COPY_DIGESTS, *(f"{key}.npy" for key in FILES))
+               if not resolves_inside(where, where / name)]
+    if outside:
+        return _damaged(where, problems, f"{outside[0]} resolves outside the memo")
     try:
         # read_bytes: a FIFO in place of a file is refused at once instead of waiting for a writer.
         digests = validate(DataCopyDigests, read_json(where / _COPY_DIGESTS, "digests"), "digests").model_dump()
@@ -379,7 +385,7 @@ def load(data_dir: str | os.PathLike | None = None, *, cache_dir: Path | None = 
 def _load(directory: Path, fp: str, cache_dir: Path | None, problems: list | None) -> FashionMNIST:
     """``load`` of the files in ``directory``, whose content has the fingerprint ``fp``."""
     copy_dir = Path(cache_dir) / "data" / fp if cache_dir is not None else None
-    if copy_dir is not None and not _inside(cache_dir, copy_dir):
+    if copy_dir is not None and not resolves_inside(cache_dir, copy_dir):
         # A planted symlink would have the copy read from, and written to, somewhere else.
         if problems is not None:
             problems.append(f"parsed data copy {copy_dir} resolves outside the memo; not used")
@@ -547,12 +553,6 @@ def _atomic_write(target: Path, payload: bytes | np.ndarray, npy: bool = False) 
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
-
-
-def _inside(root: Path, path: Path) -> bool:
-    """Whether ``path``'s ``realpath`` (symlinks followed) lies below ``root``'s."""
-    top = os.path.realpath(root)
-    return os.path.realpath(path).startswith(top + os.sep)
 
 
 def _best_effort(write) -> None:

@@ -72,6 +72,20 @@ MEMO_FOLDERS = ("features", "data")
 _VALUE_FOLDER = re.compile(r"[0-9a-f]{2}")
 
 
+def resolves_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether ``path``'s ``realpath`` (symbolic links followed, a dangling one to its target) lies below
+    ``root``'s: the rule for every path the memo opens, so that a planted link never has lazylab read,
+    write or create a file elsewhere."""
+    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+
+
+def files_outside(directory: Path) -> list[str]:
+    """The names of ``MEMO_FILES`` in ``directory`` that exist (a dangling link included) but resolve outside
+    it: sqlite would open, write through, or create the link's target."""
+    return [name for name in MEMO_FILES
+            if os.path.lexists(directory / name) and not resolves_inside(directory, directory / name)]
+
+
 def check_memo_dir(directory: str | os.PathLike) -> Path:
     """Refuse a memo location that is not a memo folder, before anything opens or creates one there.
 
@@ -83,7 +97,8 @@ def check_memo_dir(directory: str | os.PathLike) -> Path:
     Returns: ``directory`` as a Path.
     Raises: LazylabError (one line, naming the path and how to choose another) for a regular file,
       a device, a FIFO or a socket, a symbolic-link loop, a path below a file, a folder that
-      cannot be read, or a non-empty folder that is not a lazylab memo (it is left untouched).
+      cannot be read, a folder whose ``cache.db`` (or a journal of it) resolves outside it
+      (``files_outside``), or a non-empty folder that is not a lazylab memo (it is left untouched).
     """
     directory = Path(directory)
     hint = "pass --cache-dir or set LAZYLAB_CACHE to a memo folder, or to an empty or missing one"
@@ -98,6 +113,11 @@ def check_memo_dir(directory: str | os.PathLike) -> Path:
                 else "a socket" if stat.S_ISSOCK(mode) else "a device")
         raise LazylabError(f"the memo location {directory} is {kind}, not a folder; {hint}")
     try:
+        outside = files_outside(directory)
+        if outside:
+            where = os.path.realpath(directory / outside[0])
+            raise LazylabError(f"the memo location {directory} holds a {outside[0]} that resolves outside it, to "
+                               f"{where}; it is not opened; {hint}")
         for name in MEMO_FILES:  # the index and its journals, where present, must be regular files (a FIFO hangs sqlite)
             try:
                 db_mode = (directory / name).stat().st_mode
