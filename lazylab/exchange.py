@@ -369,3 +369,125 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
         text += (f"; with the protocol's {readout}, frozen {unit} units needed: "
                  f"{protocol_words(protocol, protocol_sweep or sweep)}")
     return text + "."
+
+
+# ------------------------------------------------------------------ the fair answer: both sides at their optimum
+INTERVAL_LEVEL = 0.95
+RANGE_RATIO = 4.0  # an interval wider than this factor (two doublings) is reported as a range, with no point width
+GRID_PER_DOUBLING = 16  # widths scanned between two measured ones, per doubling, by ``crossing_interval``
+
+
+def t_quantile(df: int, level: float = INTERVAL_LEVEL) -> float:
+    """The two-sided Student t quantile ``t_{(1 + level) / 2, df}`` (4.303 for df = 2 at 95 %)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2.0, df))
+
+
+def _moments(values) -> tuple[float, float, int] | None:
+    """``(mean, variance of the mean, n)`` of the finite ``values`` (variance ``s^2 / n``, ddof 1; 0 for one value)."""
+    v = np.asarray([x for x in values if x is not None and math.isfinite(float(x))], float)
+    if not len(v):
+        return None
+    return float(v.mean()), float(v.var(ddof=1) / len(v)) if len(v) > 1 else 0.0, len(v)
+
+
+def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two means whose variances of the mean are
+    ``var_a``, ``var_b`` from ``n_a``, ``n_b`` values (Welch 1947, eq. 29; Satterthwaite 1946), at least
+    ``min(n_a, n_b) - 1`` and at least 1 (one value a side, or no spread: no estimate of the noise)."""
+    low = max(1, min(n_a, n_b) - 1)
+    parts = [v * v / (n - 1) for v, n in ((var_a, n_a), (var_b, n_b)) if n > 1]
+    if var_a + var_b <= 0 or not parts or sum(parts) <= 0:
+        return float(low)
+    return max(float(low), (var_a + var_b) ** 2 / sum(parts))
+
+
+def crossing_interval(widths: Sequence[int], frozen: dict, trained: Sequence[float],
+                      level: float = INTERVAL_LEVEL) -> tuple[float, float]:
+    """The widths at which a frozen curve plausibly first matches a trained accuracy, by inverting a t test.
+
+    At each width ``m`` (the measured widths and ``GRID_PER_DOUBLING`` points per doubling between them, the
+    frozen mean and the variance of that mean linear in ``log m`` between measured widths, as ``crossing``
+    interpolates), the difference ``d(m) = frozen mean - trained mean`` is compared with
+    ``t * se(m)``, ``se(m)^2 = s_F(m)^2 / n_F + s_T^2 / n_T`` (Welch 1947), ``t`` the Student quantile with
+    Welch-Satterthwaite's degrees of freedom (``welch_df``: between 2 and 4 for three seeds a side, t between
+    4.30 and 2.78 at 95 %). The lower end is the first width where the frozen bank is not significantly worse
+    (``d >= -t se``), the upper end the first where it is significantly better (``d > t se``): the confidence
+    set of the crossing by test inversion (Casella & Berger 2002, section 9.2.1), each end a one-sided test at
+    ``(1 - level) / 2``. It covers the seed noise of both sides (banks, initialisations, batch orders); not the
+    choice of lambda or rate (made once, on seed 0's bank or all seeds' mean), nor the curve's shape between
+    measured widths. Its coverage is checked by simulation (tests/test_exchange.py).
+
+    Args:
+      widths: the frozen widths swept (units); frozen: ``{width: [accuracy % per seed]}``;
+      trained: the trained side's accuracy (%) per seed; level: the confidence level.
+    Returns: ``(low, high)`` widths: ``0.0`` when the smallest bank is already not significantly worse,
+      ``inf`` when no bank of the sweep is significantly better (or none not significantly worse, for both).
+    """
+    t_side = _moments(trained)
+    points = [(float(w), _moments(frozen.get(w, []))) for w in sorted(widths)]
+    points = [(w, m) for w, m in points if m is not None]
+    if t_side is None or not points:
+        return math.inf, math.inf
+    t_mean, t_var, t_n = t_side
+    grid = []  # (width, mean, variance of the mean, n) on the scanned widths
+    for (w0, a), (w1, b) in zip(points, points[1:]):
+        steps = max(1, int(round(GRID_PER_DOUBLING * math.log2(w1 / w0))))
+        for k in range(steps):
+            f = k / steps
+            grid.append((math.exp((1 - f) * math.log(w0) + f * math.log(w1)), (1 - f) * a[0] + f * b[0],
+                         (1 - f) * a[1] + f * b[1], min(a[2], b[2])))
+    w_last, last = points[-1]
+    grid.append((w_last, last[0], last[1], last[2]))
+    low = high = math.inf
+    for i, (w, mean, var, n) in enumerate(grid):
+        margin = t_quantile(welch_df(var, n, t_var, t_n), level) * math.sqrt(var + t_var)
+        d = mean - t_mean
+        if math.isinf(low) and d >= -margin:
+            low = 0.0 if i == 0 else w
+        if d > margin:
+            high = 0.0 if i == 0 else w
+            break
+    return low, high
+
+
+def _round2(w: float) -> str:
+    """A width to two significant figures with thousands separators: ``2,000``, ``350``, ``16``."""
+    if w < 100:
+        return f"{w:.0f}"
+    digits = math.floor(math.log10(w)) - 1
+    return f"{round(w, -digits):,.0f}"
+
+
+def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> str:
+    """A matching width and its interval in words a table can hold.
+
+    ``"about 350 (190-690)"``; ``"between 400 and 2,800"`` when the interval spans more than ``RANGE_RATIO``
+    (a flat stretch of the curve: no point is worth reading); ``"<= 16"`` below the sweep; ``"> 8,192"``
+    beyond it, ``"> 8,192 (at least 3,000)"`` when the interval's lower end lies inside it.
+    """
+    bottom, top = min(sweep), max(sweep)
+    end = lambda w: f"<= {bottom}" if w == 0.0 else f"> {top:,}" if math.isinf(w) else _round2(w)
+    if math.isinf(point):
+        return f"> {top:,}" + ("" if math.isinf(low) else f" (at least {end(low)})")
+    if point == 0.0:
+        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {end(high)})")
+    if low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO):
+        return f"between {end(low)} and {end(high)}" if not (low == 0.0 or math.isinf(high)) else \
+            f"about {_round2(point)} ({end(low)} to {end(high)})"
+    return f"about {_round2(point)} ({end(low)}-{end(high)})"
+
+
+def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:
+    """One frozen arm's match for one trained accuracy: ``crossing`` of the frozen means at the trained mean and
+    ``crossing_interval``. Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same
+    convention), "text": match_text(...), "range": whether only a range is worth reading}``."""
+    plain = lambda w: "below" if w == 0.0 else "beyond" if math.isinf(w) else w
+    accs = [a for a in trained if a is not None]
+    means = [float(np.mean(frozen[w])) if frozen.get(w) else None for w in widths]
+    point = crossing(widths, means, float(np.mean(accs)))
+    low, high = crossing_interval(widths, frozen, accs, level)
+    spread = low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO)
+    return {"width": plain(point), "interval": [plain(low), plain(high)],
+            "text": match_text(point, low, high, widths), "range": bool(spread and math.isfinite(point) and point > 0)}

@@ -17,6 +17,7 @@ equivalently, as a head on stored features.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from functools import lru_cache, partial
 from typing import Callable
 
@@ -295,3 +296,166 @@ def fit(
         on_epoch=(lambda _, e, a: on_epoch(e, a)) if on_epoch else None,
         on_epoch_state=(lambda _, e, t: on_epoch_state(e, t)) if on_epoch_state else None,
     )[0]
+
+
+# ------------------------------------------------------------------ annealed training, chosen on held-out images
+def cosine_factor(epoch: int, horizon: int) -> float:
+    """The learning-rate multiplier of 0-based ``epoch`` under cosine annealing over ``horizon`` epochs.
+
+    ``0.5 (1 + cos(pi epoch / horizon))``: 1 in the first epoch, falling to about ``(pi / 2 horizon)^2`` in the
+    last. Loshchilov & Hutter (2017), "SGDR", eq. 5 with one cycle (``eta_min = 0``), stepped once per epoch as
+    PyTorch's ``CosineAnnealingLR`` is when called per epoch.
+    """
+    return 0.5 * (1.0 + math.cos(math.pi * epoch / horizon))
+
+
+@dataclass
+class EvalSet:
+    """Images a run is scored on after its epochs: ``x`` ``(n, d_in)``, ``y`` ``(n,)``; ``masks`` ``(S, n)`` bools of the
+    images each member scores (None: all); ``every_epoch``: after every epoch, else only after a member's last."""
+
+    x: object
+    y: object
+    masks: np.ndarray | None = None
+    every_epoch: bool = True
+
+
+@dataclass
+class AnnealedResult:
+    """One member of ``fit_annealed``.
+
+    Attributes:
+      curves: ``{eval name: [accuracy % per epoch scored]}`` (an ``every_epoch=False`` set holds one value).
+      train_loss: mean training loss per completed epoch (nats).
+      diverged: as ``FitResult.diverged``.
+      epochs: epochs trained (up to the stop).
+      stop: ``"patience"`` (the monitored curve did not improve for ``patience`` epochs), ``"epochs"`` (the
+        member's own epoch count reached), ``"budget"`` (the schedule's horizon reached) or ``"diverged"``.
+    """
+
+    curves: dict = field(default_factory=dict)
+    train_loss: list[float] = field(default_factory=list)
+    diverged: dict | None = None
+    epochs: int = 0
+    stop: str = ""
+
+
+@partial(jax.jit, static_argnums=0)
+def _right(graphdef, trainable, rest, x, y):
+    """``(members, n)`` bools: each member's correct predictions on ``x`` (members side by side, as ``_epoch``)."""
+    S = jax.tree.leaves(trainable)[0].shape[0]
+    xs = _member_inputs(x, S)
+    right = lambda p, r, xx: jnp.argmax(nnx.merge(graphdef, p, r)(xx), axis=-1) == y
+    return jnp.stack([right(p, r, xx) for p, r, xx in zip(_unstack(trainable, S), _unstack(rest, S), xs)])
+
+
+def _scored(graphdef, trainable, rest, ev: EvalSet, chunk: int = 2500) -> np.ndarray:
+    """Accuracy (%) of every member on ``ev``'s images, each over its own mask, ``(members,)``."""
+    n = len(ev.y)
+    right = np.concatenate([np.asarray(_right(graphdef, trainable, rest, ev.x[i : i + chunk], ev.y[i : i + chunk]))
+                            for i in range(0, n, chunk)], axis=1)
+    masks = np.ones_like(right) if ev.masks is None else np.asarray(ev.masks, bool)
+    return 100.0 * (right & masks).sum(axis=1) / masks.sum(axis=1)
+
+
+def fit_annealed(
+    models: list[nnx.Module],
+    x_train,
+    y_train,
+    evals: dict[str, EvalSet],
+    *,
+    lrs: list[float],
+    seeds: list[int],
+    horizon: int,
+    batch: int,
+    epochs: list[int] | None = None,
+    monitor: str | None = None,
+    patience: int | None = None,
+    weight_decay: float = 1e-4,
+    trainable_filter=nnx.Param,
+    on_epoch: Callable[[int, int, float], None] | None = None,
+) -> list[AnnealedResult]:
+    """Train several runs of one shape as one program (as ``fit_batch``), each at its peak rate times the
+    per-epoch cosine multiplier (``cosine_factor``) over ``horizon`` epochs, scoring them on ``evals``.
+
+    AdamW (Loshchilov & Hutter 2019) with the SPEC's batch and batch order; the rate lives in the optimiser
+    state (``optax.inject_hyperparams``), so each epoch's rate is set between epochs without recompiling.
+    Member ``i`` stops after ``epochs[i]`` epochs (default ``horizon``), or, with ``monitor`` and
+    ``patience``, once its accuracy on ``evals[monitor]`` has not improved (strictly) for ``patience``
+    epochs (early stopping, Prechelt 1998); a stopped member's steps go on in the shared program but
+    nothing of them is kept. Members compute exactly what they compute alone (tested, as ``fit_batch``).
+
+    Args:
+      models: S nnx modules mapping ``(n, d_in)`` to logits ``(n, 10)``, one graph; not mutated.
+      x_train, y_train: ``(n, d_in)`` float32 images shared by every member and ``(n,)`` labels.
+      evals: named ``EvalSet`` s (e.g. ``"held_out"`` every epoch, ``"test"``).
+      lrs, seeds: S peak rates and S batch-order seeds.
+      horizon: the cosine schedule's length in epochs, and the most any member trains.
+      batch, weight_decay: SPEC section 5.
+      epochs: S epoch counts (each at most ``horizon``).
+      monitor, patience: early stopping on ``evals[monitor]`` (both or neither).
+      on_epoch: called as ``on_epoch(member, epoch, accuracy on monitor)`` after each of its epochs.
+    Returns: one ``AnnealedResult`` per member, in order.
+    Raises: ValueError for ``n < batch``, mismatched lengths, an epoch count outside ``1..horizon``, or
+      ``monitor`` without ``patience`` (or an unknown ``monitor``).
+    """
+    S = len(models)
+    epochs = [horizon] * S if epochs is None else [int(e) for e in epochs]
+    if not S or not len(lrs) == len(seeds) == len(epochs) == S:
+        raise ValueError(f"fit_annealed needs one rate, seed and epoch count per model, got {S} models, "
+                         f"{len(lrs)} rates, {len(seeds)} seeds, {len(epochs)} epoch counts")
+    if any(not 1 <= e <= horizon for e in epochs):
+        raise ValueError(f"epoch counts must lie in 1..{horizon}, got {epochs}")
+    if (monitor is None) != (patience is None) or (monitor is not None and monitor not in evals):
+        raise ValueError(f"early stopping needs a monitor among {sorted(evals)} and a patience, got "
+                         f"{monitor!r} and {patience!r}")
+    n = len(y_train)
+    if n < batch:
+        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
+    splits = [nnx.split(model, trainable_filter, ...) for model in models]
+    graphdef = splits[0][0]
+    if any(g != graphdef for g, _, _ in splits):
+        raise ValueError("fit_annealed members must share one model structure (one arm and width)")
+    trainable, rest = _stack([t for _, t, _ in splits]), _stack([r for _, _, r in splits])
+    tx = optimizer(1.0, weight_decay)
+    opt_state = jax.vmap(tx.init)(trainable)
+    peak = np.asarray(lrs, np.float64)
+    x_train, y_train = jnp.asarray(x_train), jnp.asarray(y_train)
+    evals = {name: EvalSet(jnp.asarray(ev.x), jnp.asarray(ev.y), ev.masks, ev.every_epoch) for name, ev in evals.items()}
+    last = max(epochs)
+    orders = np.stack([batch_orders(seed, n, batch, last) for seed in seeds], axis=1)  # (epochs, S, steps, batch)
+    results = [AnnealedResult(curves={name: [] for name in evals}) for _ in range(S)]
+    for epoch in range(last):
+        live = [i for i in range(S) if not results[i].stop]
+        if not live:
+            break
+        opt_state.hyperparams["learning_rate"] = jnp.asarray(peak * cosine_factor(epoch, horizon), jnp.float32)
+        trainable, opt_state, losses = _epoch(graphdef, tx, trainable, opt_state, rest, x_train, y_train,
+                                              jnp.asarray(orders[epoch]))
+        losses = np.asarray(losses)
+        finite = np.asarray(_finite_members(trainable))
+        for i in live:
+            bad = np.flatnonzero(~np.isfinite(losses[i]))
+            if bad.size or not finite[i]:
+                step = int(bad[0]) if bad.size else losses.shape[1] - 1
+                results[i].diverged = {"epoch": epoch + 1, "step": epoch * losses.shape[1] + step,
+                                       "loss": str(float(losses[i, step]))}
+                results[i].stop = "diverged"
+        live = [i for i in live if not results[i].stop]
+        ending = {i for i in live if epoch + 1 == epochs[i]}
+        for name, ev in evals.items():
+            if ev.every_epoch or ending:
+                accs = _scored(graphdef, trainable, rest, ev)
+                for i in (live if ev.every_epoch else ending):
+                    results[i].curves[name].append(float(accs[i]))
+        for i in live:
+            r = results[i]
+            r.train_loss.append(float(losses[i].mean()))
+            r.epochs = epoch + 1
+            if on_epoch:
+                on_epoch(i, epoch + 1, r.curves[monitor][-1] if monitor else float("nan"))
+            if i in ending:
+                r.stop = "budget" if epochs[i] == horizon else "epochs"
+            elif monitor and epoch + 1 - (int(np.argmax(r.curves[monitor])) + 1) >= patience:
+                r.stop = "patience"
+    return results

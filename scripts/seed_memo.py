@@ -26,8 +26,9 @@ from lazylab.errors import LazylabError
 
 
 def reference_records(doc: dict) -> list[dict]:
-    """Every record of a reference document once: protocol runs, convex readouts and lambda choices
-    (pending ones included), each a dict with its memo ``key``.
+    """Every record of a reference document once: protocol runs, convex readouts, lambda choices and their
+    refinements (pending ones included), and the trained optimum's selection runs and refits, each a dict with
+    its memo ``key``.
 
     Raises: LazylabError (one line) naming a record whose ``key`` is not ``memo_key`` of its configuration.
     """
@@ -36,9 +37,11 @@ def reference_records(doc: dict) -> list[dict]:
     payload = doc["payload"]
     convex = payload.get("convex") or {}
     pending = convex.get("pending") or {}
+    optimum = payload.get("optimum") or {}
     records = {}
     for record in [*payload["runs"], *convex.get("runs", []), *convex.get("choices", []),
-                   *pending.get("runs", []), *pending.get("choices", [])]:
+                   *convex.get("refinements", []), *pending.get("runs", []), *pending.get("choices", []),
+                   *pending.get("refinements", []), *optimum.get("runs", []), *optimum.get("fits", [])]:
         key = record.get("key") or ""
         prefix = key.rsplit("-", 1)[0]
         if not prefix or key != memo_key(prefix, record.get("config")):

@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, fair_parts, ladder_table, law_table, num, out,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -168,24 +168,33 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         out.print(f"runs: {reporter.summary()} at {ws.memo.directory}" + backend_note(backend))
     for part in analysis_tables(analysis):
         out.print(part)
-    for part in exchange_parts(analysis.get("exchange")):
-        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
-    for line in analysis.get("warnings") or []:  # one line each, never wrapped
-        warn(line)
     payload = {**result.to_json(), "analysis": analysis}
+    parts = exchange_parts(analysis.get("exchange"))
     if readout == "both":
         import dataclasses
 
         from lazylab.experiments.convex import answer, wall
+        from lazylab.experiments.optimum import fair_answer
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report, est)
         payload["convex"] = convex
         payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
         payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
-        for part in wall_tables(payload["analysis"]["wall"]) + answer_parts(payload["analysis"]["answer"],
-                                                                                  list(plan.widths)):
-            out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+        trained = tuple(a for a in healthy if a.trained)
+        if trained:
+            from lazylab.model import N_REF
+
+            payload["optimum"] = _optimum_phase(ws, dataclasses.replace(plan, arms=trained), report, est)
+            payload["analysis"]["fair"] = fair_answer(result, convex, payload["optimum"], healthy,
+                                                      ws.data.x_train[:N_REF])
+        # The fair answer first, then the protocol's exchange rate, the wall and the answer at both readouts.
+        parts = fair_parts(payload["analysis"].get("fair")) + parts + wall_tables(payload["analysis"]["wall"]) + \
+            answer_parts(payload["analysis"]["answer"], list(plan.widths))
+    for part in parts:
+        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+    for line in analysis.get("warnings") or []:  # one line each, never wrapped
+        warn(line)
     write_json(json_path, payload)
     if csv_path is None and json_path is not None and str(json_path) != "-":
         csv_path = json_path.with_suffix(".csv")
@@ -228,6 +237,29 @@ def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
     out.print(f"lambda per width, chosen on seed {convex['lambda_seed']}'s bank by held-out accuracy: {chosen}",
               soft_wrap=True)
     return convex
+
+
+def _optimum_phase(ws, plan, report: bool, est=None) -> dict:
+    """``run_optimum`` for the plan's trained arms at its widths up to ``optimum.MAX_WIDTH``, under a progress bar
+    (memo only with ``report``; exit 2 if ``report`` lacks a run)."""
+    from lazylab.experiments.optimum import optimum_budget, run_optimum
+
+    args = (ws, plan.arms, plan.widths, plan.seeds, plan.train_size, plan.fan_in, optimum_budget(plan.epochs))
+    if report:
+        ws.memo_only = True
+        optimum = run_optimum(*args)
+        lacking = [k for k in ws.missing if k.startswith("optimum-")]
+        if lacking:
+            raise LazylabError(f"--report: the memo at {ws.memo.directory} lacks {count(len(lacking), 'trained-optimum run')}"
+                               "; run the same command without --report to compute them")
+        out.print(f"trained optimum: {len(optimum['runs']) + len(optimum['fits'])} runs from the memo "
+                  "(report: nothing computed)")
+        return optimum
+    with Display() as display:
+        reporter = ProgressReporter(display, "trained optimum", est)
+        optimum = run_optimum(*args, reporter=reporter)
+    out.print(f"trained optimum: {reporter.summary()} at {ws.memo.directory}")
+    return optimum
 
 
 def _lambda_runs(lambdas: dict) -> str:

@@ -249,6 +249,43 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
     return [table, answer["sentence"]]
 
 
+ANSWER_NAMES = {"fair": "fair (held-out optimum)", "test_selected": "trained side chosen on test",
+                "protocol": "protocol (12-epoch AdamW)"}
+
+
+def fair_parts(fair: dict | None) -> list:
+    """The fair answer (``experiments.optimum.fair_answer``): its sentence, one row per trained arm, width and
+    frozen arm (matching width, interval, frozen units per trained unit), the three answers side by side for
+    the first trained arm's smallest width, and the method in one paragraph."""
+    if not fair or not fair["answers"].get("fair"):
+        return []
+    parts: list = ["the fair answer: " + fair["sentence"]]
+    table = Table(title="frozen units matching a trained network, both at their held-out optimum (95 % interval)",
+                  title_justify="left")
+    for col in ("trained", "m", "acc (%)", "frozen", "matching width", "per unit"):
+        table.add_column(col, justify="right" if col in ("m", "acc (%)", "per unit") else "left")
+    for r in fair["answers"]["fair"]:
+        for f, hit in r["matches"].items():
+            per = hit["per_unit"][0]
+            table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), f, hit["text"],
+                          f"{per:.3g}" if isinstance(per, float) else "-")
+    parts.append(table)
+    first = fair["answers"]["fair"][0]
+    side = Table(title=f"how the choices move it: {first['width']} trained {first['trained'].rsplit('-', 1)[0]} "
+                       "units", title_justify="left")
+    side.add_column("answer")
+    side.add_column("trained (%)", justify="right")
+    for f in first["matches"]:
+        side.add_column(f.removesuffix("-frozen"), justify="right")
+    for name, rows in fair["answers"].items():
+        row = next((r for r in rows if (r["trained"], r["width"]) == (first["trained"], first["width"])), None)
+        if row is not None:
+            side.add_row(ANSWER_NAMES[name], num(row["trained_acc"]),
+                         *[row["matches"][f]["text"] if f in row["matches"] else "-" for f in first["matches"]])
+    parts += [side, "method: " + fair["method"]]
+    return parts
+
+
 def law_table(title: str, laws: dict, first: str = "curve") -> Table:
     """One row per curve: widths fitted, floor, c, alpha, R^2; why a law was not fitted, and
     an alpha at its search bound, as notes below the table."""

@@ -61,6 +61,11 @@ CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 # does (its first fit scored 34-88 % on the paper memo), so it kept the version (docs/convex.md: a custom
 # path's choice stored before it keeps the old pick).
 CHOICE_VERSION = 5
+# The refinement around the walk's choice (``refine_lambda``): half-decade neighbours, a factor sqrt(10).
+REFINE_STEP = 0.5  # decades between the walk's choice and each refined penalty
+REFINE_GAIN = 0.1  # held-out points a refined penalty must gain to replace the walk's choice (10 of 10,000 images)
+REFINE_BEYOND = 4  # half-decade steps the refinement may go on past an end of the path
+REFINE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,33 @@ class ConvexConfig(_Bank):
     def key(self) -> str:
         """``"convex-"`` + the first 32 hex digits of SHA-256 of the canonical JSON of the fields."""
         return memo_key("convex", self)
+
+
+@dataclass(frozen=True)
+class RefineConfig(_Bank):
+    """The refinement of a lambda choice (``refine_lambda``): the bank of a ``LambdaConfig`` and what its walk
+    found, ``walk`` (``(lambda, held-out accuracy %)`` per penalty fitted) and ``coarse`` (its choice).
+
+    Attributes: the bank's fields; ``lambdas`` the walk's path; ``walk``, ``coarse``; ``holdout``, ``tol``,
+    ``max_iter`` as the choice's; ``step`` (decades), ``gain`` (points), ``beyond`` (steps) the refinement's
+    rule. The memo key hashes all of them, so a walk that chose otherwise is refined afresh.
+    """
+
+    lambdas: tuple[float, ...] = LAMBDAS
+    walk: tuple[tuple[float, float], ...] = ()
+    coarse: float = LAMBDAS[0]
+    holdout: int = 10000
+    tol: float = TOL
+    max_iter: int = MAX_ITER
+    step: float = REFINE_STEP
+    gain: float = REFINE_GAIN
+    beyond: int = REFINE_BEYOND
+    version: int = REFINE_VERSION
+    schema: int = CACHE_SCHEMA
+
+    def key(self) -> str:
+        """``"convex-refine-"`` + the first 32 hex digits of SHA-256 of the canonical JSON of the fields."""
+        return memo_key("convex-refine", self)
 
 
 def _frozen(arm: Arm) -> None:
@@ -207,6 +239,84 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
             "holdout_scored": len(scored)}
 
 
+def refine_config(choice_cfg: LambdaConfig, choice: dict) -> RefineConfig:
+    """The refinement of the lambda choice ``choice`` (a ``choose_lambda`` record of ``choice_cfg``)."""
+    walk = tuple(sorted(((float(k), float(v)) for k, v in choice["selection"].items()), reverse=True))
+    fields = {f: getattr(choice_cfg, f) for f in ("arm", "plugin", "width", "seed", "train_size", "fan_in", "data",
+                                                   "lambdas", "holdout", "tol", "max_iter")}
+    return RefineConfig(**fields, walk=walk, coarse=float(choice["lambda"]))
+
+
+def _rung(lam: float, decades: float) -> float:
+    """``lam`` moved by ``decades`` on the log scale, rounded to 3 significant digits (``3.16e-09``)."""
+    return float(f"{lam * 10.0 ** decades:.3g}")
+
+
+def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
+    """Refine the walk's choice ``cfg.coarse`` to the half-decade penalties beside it, on the same held-out images.
+
+    The walk (``choose_lambda``) steps a factor 100 (two decades) at a time, so its choice can lie a decade from
+    the held-out optimum, where accuracy still moves by a point (yat-frozen, m = 2048: 87.26 % at 1e-8,
+    87.01 % at 1e-10). This fits ``coarse * 10^step`` (from zeros) and then ``coarse / 10^step`` (warm-started from
+    it), the rungs of a half-decade grid, on the same first ``train_size - holdout`` images, and scores both on
+    the same held-out images. Where the better lies beyond an end of the path (the walk's choice was its largest
+    or smallest penalty), the refinement goes on that way, a half-decade a step, warm-started, while it gains,
+    up to ``beyond`` steps. Golden-section style interval refinement (Kiefer 1953) on a fixed grid: every
+    penalty tried is a rung of ``10^(k/2)``, so records from different walks share rungs.
+
+    The choice: the refined penalty with the most held-out hits (ties: the larger) replaces ``coarse`` when it
+    scores at least ``gain`` points above it (hit counts, as the walk compares them); else ``coarse`` stays. So
+    the chosen penalty's held-out accuracy is within ``gain`` of the best over the walk and the refinement.
+
+    Args: as ``choose_lambda`` (``cfg`` a ``RefineConfig``).
+    Returns: ``{"lambda", "coarse", "selection": {repr(lambda): held-out %} of the refined penalties,
+      "selection_iterations", "evaluations", "holdout_scored", "best": the best held-out % over walk and
+      refinement, "stops": {repr(lambda): stop rule}}``.
+    Raises: ValueError as ``choose_lambda``.
+    """
+    n = cfg.train_size
+    rows = n - cfg.holdout
+    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
+    if not len(scored):
+        raise ValueError(f"no held-out image to refine lambda on: each of the last {cfg.holdout} training images "
+                         "seeds a unit")
+    F_train, y_train = np.asarray(F_train), np.asarray(y_train)
+    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
+        else (F_train[scored], y_train[scored])
+    walk = {float(lam): acc for lam, acc in cfg.walk}
+    coarse_hits = round(walk[cfg.coarse] * len(scored) / 100.0)
+    precond = preconditioner(F_train, rows)
+    hits, selection, iterations, stops, evaluations = {}, {}, {}, {}, 0
+
+    def fit(lam, start):
+        nonlocal evaluations
+        result = solve(F_train, y_train, lam, rows, cfg.tol, cfg.max_iter, start=start, precond=precond)
+        right = scores(F_scored, y_scored, result["W"], result["b"])[1]
+        hits[lam] = int(right.sum())
+        selection[repr(lam)] = 100.0 * float(right.mean())
+        iterations[repr(lam)] = result["iterations"]
+        stops[repr(lam)] = result["stop"]
+        evaluations += result["evaluations"]
+        return result
+
+    up, down = _rung(cfg.coarse, cfg.step), _rung(cfg.coarse, -cfg.step)
+    above = fit(up, None)
+    below = fit(down, above)
+    top, bottom = max(cfg.lambdas), min(cfg.lambdas)
+    for lam, last, sign in ((up, above, 1), (down, below, -1)):
+        # Past an end of the path nothing was fitted: go on while each step gains over everything so far.
+        for _ in range(cfg.beyond if (lam > top or lam < bottom) else 0):
+            if hits[lam] <= max([coarse_hits] + [h for k, h in hits.items() if k != lam]):
+                break
+            lam = _rung(lam, sign * cfg.step)
+            last = fit(lam, last)
+    best = max(hits, key=lambda k: (hits[k], k))
+    gained = hits[best] - coarse_hits >= cfg.gain / 100.0 * len(scored) - 1e-9
+    return {"lambda": best if gained else cfg.coarse, "coarse": cfg.coarse, "selection": selection,
+            "selection_iterations": iterations, "stops": stops, "evaluations": evaluations,
+            "holdout_scored": len(scored), "best": max(max(walk.values()), max(selection.values()))}
+
+
 def convex_readout(F_train, y_train, F_test, y_test, cfg: ConvexConfig) -> dict:
     """Fit the head at ``cfg.lam`` on every training image (``solve``) and score it on the test set.
 
@@ -260,6 +370,18 @@ def lambda_cells(ws, arm: Arm, cfgs: list[LambdaConfig], on_epoch=None) -> list[
     def fit(F_train, y_train, cfg):
         seeds = seed_indices(cfg.width, cfg.seed, cfg.train_size) if arm.init == "data" else ()
         return choose_lambda(F_train, y_train, cfg, seeds)
+
+    return [_cell(ws, arm, cfg, fit, False) for cfg in cfgs]
+
+
+def refine_cells(ws, arm: Arm, cfgs: list[RefineConfig], on_epoch=None) -> list[dict]:
+    """The records of the refinements ``cfgs`` of ``arm``'s lambda choices (``refine_lambda``; a backend's unit of
+    work, as ``convex_cells``). Raises as ``convex_cells``."""
+    from lazylab.model import seed_indices
+
+    def fit(F_train, y_train, cfg):
+        seeds = seed_indices(cfg.width, cfg.seed, cfg.train_size) if arm.init == "data" else ()
+        return refine_lambda(F_train, y_train, cfg, seeds)
 
     return [_cell(ws, arm, cfg, fit, False) for cfg in cfgs]
 
@@ -332,26 +454,34 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
                       reporter: Reporter = Reporter()) -> dict:
     """Convex readouts of every frozen arm of ``plan`` (a ``LadderPlan``) at each width and seed.
 
-    Width by width, ascending, the arms interleaved: every arm's ``lambda`` at that width is chosen
-    (``lambda_cells``), then every seed's cell is fitted at it (``convex_cells``), each step through the
-    backend (``run_convex``); an interrupted frontier keeps every arm's narrow widths.
+    Width by width, ascending, the arms interleaved: every arm's ``lambda`` at that width is chosen by the
+    walk (``lambda_cells``) and refined to its half-decade neighbours (``refine_cells``), then every seed's
+    cell is fitted at the refined choice (``convex_cells``), each step through the backend (``run_convex``);
+    an interrupted frontier keeps every arm's narrow widths.
     Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_seed", "arms": {arm: {"plugin",
       "lambdas": {str(width): chosen lambda | None}, "cells": {str(width): summary}}}, "runs": [record, ...],
-      "choices": [record, ...]}``; a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc``
+      "choices": [walk record, ...], "refinements": [refinement record, ...]}``; a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc``
       (%, std with ddof=1, 0 for one seed), ``train_loss`` (mean, nats), ``grad_norm`` (largest),
       ``iterations`` (mean), ``converged`` (all seeds), ``lambdas`` (per seed).
     Raises: LazylabError if the plan holds a trained arm.
     """
     choices = convex_plan(ws, plan, lambdas)
-    reporter.plan(len(choices) * (1 + len(plan.seeds)))
+    reporter.plan(len(choices) * (2 + len(plan.seeds)))
     out = {"lambdas": list(lambdas), "tol": TOL, "max_iter": MAX_ITER, "holdout_fraction": f"1/{HOLDOUT_FRACTION}",
-           "lambda_seed": LAMBDA_SEED, "arms": {}, "runs": [], "choices": []}
+           "lambda_seed": LAMBDA_SEED, "arms": {}, "runs": [], "choices": [], "refinements": []}
     chosen = {}
     for w in sorted(plan.widths):
         here = [(arm, lcfg) for arm, lcfg in choices if lcfg.width == w]
-        for (arm, _), choice in zip(here, run_convex(ws, here, reporter, lambda_cells)):
-            chosen[(arm.name, w)] = choice  # the cells at this width depend on it
-            out["choices"].append(choice)
+        walked = run_convex(ws, here, reporter, lambda_cells)
+        out["choices"] += walked
+        refine = [(arm, refine_config(lcfg, choice)) for (arm, lcfg), choice in zip(here, walked)
+                  if not choice.get("missing")]
+        refined = iter(run_convex(ws, refine, reporter, refine_cells))
+        for (arm, _), choice in zip(here, walked):
+            # the cells at this width depend on the refined choice (the walk's while it is missing)
+            chosen[(arm.name, w)] = choice if choice.get("missing") else next(refined)
+            if not choice.get("missing"):
+                out["refinements"].append(chosen[(arm.name, w)])
         jobs = [(arm, convex_config(ws, arm, w, s, chosen[(arm.name, w)]["lambda"], plan.train_size, plan.fan_in))
                 for arm, _ in here for s in plan.seeds if not chosen[(arm.name, w)].get("missing")]
         out["runs"] += run_convex(ws, jobs, reporter)

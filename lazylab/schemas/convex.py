@@ -83,6 +83,31 @@ class LambdaChoice(Model):
     seconds: Positive
 
 
+class RefineConfig(LambdaChoiceConfig):
+    walk: list[Annotated[list[float], Field(min_length=2, max_length=2)]]
+    coarse: Annotated[float, Field(gt=0)]
+    step: Annotated[float, Field(gt=0)]
+    gain: Annotated[float, Field(ge=0)]
+    beyond: Annotated[int, Field(ge=0)]
+
+
+class LambdaRefinement(Model):
+    """``convex.refinements[i]``: a lambda choice refined to its half-decade neighbours
+    (``experiments.convex.refine_cells``)."""
+
+    key: Annotated[str, Field(pattern=r"^convex-refine-[0-9a-f]{32}$")]
+    config: RefineConfig
+    lambda_: Annotated[float, Field(gt=0)] = Field(alias="lambda")
+    coarse: Annotated[float, Field(gt=0)]
+    selection: dict[str, Accuracy]
+    selection_iterations: dict[str, Count]
+    stops: dict[str, Literal[STOPS]]
+    evaluations: Annotated[int, Field(ge=0)]
+    holdout_scored: Annotated[int, Field(ge=1)]
+    best: Accuracy
+    seconds: Positive
+
+
 class ConvexSummary(Model):
     n: Count
     mean: Accuracy | None = None
@@ -112,6 +137,7 @@ class ConvexPending(Model):
 
     runs: list[ConvexRecord]
     choices: list[LambdaChoice]
+    refinements: list[LambdaRefinement] = []
 
 
 class ConvexPart(Model):
@@ -125,5 +151,114 @@ class ConvexPart(Model):
     arms: dict[str, ConvexArm]
     runs: list[ConvexRecord]
     choices: list[LambdaChoice]
+    refinements: list[LambdaRefinement] = []
     partial: ConvexPartial | None = None
     pending: ConvexPending | None = None
+
+
+# --------------------------------------------------------------------- the trained side at its optimum
+class OptimumConfig(Model):
+    """The fields common to a selection run's and a refit's ``config`` (``experiments.optimum``)."""
+
+    arm: Name
+    plugin: str
+    width: Width
+    seed: Seed
+    lr: Annotated[float, Field(gt=0)]
+    budget: Annotated[int, Field(ge=1)]
+    schedule: Literal["cosine"]
+    batch: Annotated[int, Field(ge=1)]
+    train_size: TrainSize
+    weight_decay: Annotated[float, Field(ge=0)]
+    fan_in: FanIn
+    data: str
+    version: int
+    schema_: int = Field(alias="schema")
+    code: str
+
+
+class SelectionConfig(OptimumConfig):
+    patience: Annotated[int, Field(ge=1)]
+    holdout: Annotated[int, Field(ge=1)]
+
+
+class RefitConfig(OptimumConfig):
+    epochs: Annotated[int, Field(ge=1)]
+
+
+OPTIMUM_STOPS = ("patience", "budget", "epochs", "diverged")
+
+
+class SelectionRecord(Model):
+    """``optimum.runs[i]``: one selection run (``experiments.optimum.selection_runs``)."""
+
+    key: Annotated[str, Field(pattern=r"^optimum-run-[0-9a-f]{32}$")]
+    config: SelectionConfig
+    held_out: list[Accuracy]
+    test_curve: list[Accuracy]
+    train_loss: list[float]
+    best_epoch: Annotated[int, Field(ge=1)] | None
+    held_out_best: Accuracy | None
+    epochs: Annotated[int, Field(ge=0)]
+    stop: Literal[OPTIMUM_STOPS]
+    diverged: dict | None
+    holdout_scored: Annotated[int, Field(ge=1)]
+    seconds: Positive
+
+
+class RefitRecord(Model):
+    """``optimum.fits[i]``: one refit on every training image (``experiments.optimum.refit_runs``)."""
+
+    key: Annotated[str, Field(pattern=r"^optimum-fit-[0-9a-f]{32}$")]
+    config: RefitConfig
+    test_acc: Accuracy | None
+    train_loss: list[float]
+    epochs: Annotated[int, Field(ge=0)]
+    diverged: dict | None
+    seconds: Positive
+
+
+class TestSelected(Model):
+    lr: Annotated[float, Field(gt=0)] | None = None
+    test_acc: Accuracy | None = None
+    per_seed: list[Accuracy] = []
+
+
+class OptimumCell(Model):
+    """``optimum.arms[arm].cells[width]``: the choice and the refits' test accuracy (``run_optimum``)."""
+
+    lr: Annotated[float, Field(gt=0)] | None
+    epochs: list[Annotated[int, Field(ge=1)] | None]
+    held_out: Accuracy | None
+    edge: Literal["top", "bottom"] | None
+    rates: list[Annotated[float, Field(gt=0)]]
+    n: Count
+    test_acc: Accuracy | None
+    std: Spread | None
+    per_seed: list[Accuracy]
+    test_selected: TestSelected
+
+
+class OptimumArm(Model):
+    plugin: str
+    cells: dict[WidthKey, OptimumCell]
+
+
+class OptimumPending(Model):
+    """``optimum.pending``: records computed at widths whose choice is not complete yet (not analysed)."""
+
+    runs: list[SelectionRecord] = []
+    fits: list[RefitRecord] = []
+
+
+class OptimumPart(Model):
+    """``optimum`` (``ladder --readout both`` with trained arms): ``experiments.optimum.run_optimum``."""
+
+    budget: Annotated[int, Field(ge=1)]
+    patience: Annotated[int, Field(ge=1)]
+    schedule: Literal["cosine"]
+    holdout_fraction: str
+    arms: dict[str, OptimumArm]
+    runs: list[SelectionRecord]
+    fits: list[RefitRecord]
+    pending: OptimumPending | None = None

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from lazylab.errors import LazylabError
 from lazylab.limits import MAX_EPOCHS, MAX_LIST, MAX_TRAIN_SIZE
-from lazylab.schemas.convex import ConvexPart
+from lazylab.schemas.convex import ConvexPart, OptimumPart
 from lazylab.schemas.fields import (
     MAX_DEPTH,
     PROTOCOL,
@@ -395,6 +395,40 @@ class Answer(Model):
     sentence: str = ""
 
 
+FairWidth = Annotated[float, Field(ge=0)] | Literal["below", "beyond"]
+
+
+class FairMatch(Model):
+    """One frozen arm's match in a fair-answer row (``lazylab.exchange.match``)."""
+
+    width: FairWidth
+    interval: Annotated[list[FairWidth], Field(min_length=2, max_length=2)]
+    text: str
+    range: bool
+    per_unit: Annotated[list[FairWidth], Field(min_length=3, max_length=3)]
+    params: dict[str, Positive] | None = None
+    flops: dict[str, Positive] | None = None
+
+
+class FairRow(Model):
+    trained: Name
+    width: Width
+    trained_acc: Accuracy
+    per_seed: list[Accuracy]
+    matches: dict[str, FairMatch]
+
+
+class Fair(Model):
+    """``analysis.fair`` (``ladder --readout both`` with trained arms): ``experiments.optimum.fair_answer``."""
+
+    sweep: list[Width]
+    level: Annotated[float, Field(gt=0, lt=1)]
+    answers: dict[Literal["fair", "test_selected", "protocol"], list[FairRow]]
+    costs: dict[str, dict[str, Annotated[list[float], Field(min_length=2, max_length=2)]]] = {}
+    sentence: str
+    method: str
+
+
 class ScalarStat(Model):
     start: Finite | None = None
     end: Finite | None = None
@@ -416,6 +450,7 @@ class Analysis(Model):
     warnings: Annotated[list[str], Field(max_length=MAX_LIST)] | None = None
     wall: Wall | None = None
     answer: Answer | None = None
+    fair: Fair | None = None
     redundancy_grid: Annotated[list[GridRow], Field(max_length=MAX_LIST)] | None = None
 
     @model_validator(mode="after")
@@ -433,6 +468,7 @@ class LadderPayload(Model):
     runs: list[Run]
     analysis: Analysis
     convex: ConvexPart | None = None
+    optimum: OptimumPart | None = None
 
 
 # --------------------------------------------------------------------- the check

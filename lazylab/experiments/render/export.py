@@ -29,7 +29,8 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
       command: the command that computed them [default: ``lazylab ladder --preset <preset>``].
     Returns: the document ``lazylab.reference.load_reference`` reads (that module's docstring); its payload is
       what ``lazylab ladder --preset <preset> --report --json`` writes, plus the convex readouts (``convex``:
-      every record and lambda choice), the wall and the answer at both readouts when the memo has them
+      every record, lambda choice and refinement), the trained optimum (``optimum``: every selection run and
+      refit), the wall, the answer at both readouts and the fair answer when the memo has them
       (``wall_analysis``), and the redundancy grid.
     Raises: LazylabError (one line) if any run of the plan is missing from the memo.
     """
@@ -53,8 +54,8 @@ def build_reference(ws, plan, preset: str = "paper", where: str | None = None, w
     finally:
         ws.memo_only = False
     analysis = analyse_ladder(ws, result, plan.arms)  # trains nothing: its only computation is the redundancy
-    convex = wall_analysis(ws, plan, result, analysis)  # reads the memo only
-    payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis, **({"convex": convex} if convex else {})}))
+    extras = wall_analysis(ws, plan, result, analysis)  # reads the memo only
+    payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis, **extras}))
     now = datetime.now(timezone.utc)
     prov = {"where": where or machine_description(), "when": when or now.date().isoformat(),
             "exported_at": now.isoformat(timespec="seconds"), "lazylab": __version__, "code": code_identity(),

@@ -105,8 +105,8 @@ def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dic
     progress("ladder: laws and redundancy", 0, 1)
     analysis = analyse_ladder(ws, result, plan.arms)
     progress("ladder: laws and redundancy", 1, 1)
-    convex = wall_analysis(ws, plan, result, analysis)
-    return {**result.to_json(), "analysis": analysis, **({"convex": convex} if convex else {}), "computed": reporter.computed, "cached": reporter.cached,
+    extras = wall_analysis(ws, plan, result, analysis)
+    return {**result.to_json(), "analysis": analysis, **extras, "computed": reporter.computed, "cached": reporter.cached,
             "name": spec["name"], "note": spec["note"]}
 
 
@@ -156,37 +156,62 @@ def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
         whole = dataclasses.replace(plan, arms=frozen)
         rest, _ = _from_memo(ws, lambda: run_convex_ladder(ws, whole))
         later = lambda r: r["config"]["width"] not in convex["partial"]["widths"] and not r.get("missing")
-        pending = {"runs": [r for r in rest["runs"] if later(r)], "choices": [r for r in rest["choices"] if later(r)]}
-        if pending["runs"] or pending["choices"]:
+        pending = {part: [r for r in rest[part] if later(r)] for part in ("runs", "choices", "refinements")}
+        if any(pending.values()):
             convex["pending"] = pending
     grid, complete = _from_memo(ws, lambda: redundancy_grid(ws, [_arm("yat-frozen"), _arm("yat-data-frozen")]))
     return convex, grid if complete else None
 
 
+def optimum_in_memo(ws: Workspace, plan) -> dict | None:
+    """The plan's trained arms at their optimum (``experiments.optimum.run_optimum``) as far as the memo holds
+    it: records missing from the memo are left out (a width whose choice lacks one has no refits, ``n = 0``),
+    and those of widths not yet chosen are kept (a reference file carries them, so a memo seeded from it
+    resumes there). None when the plan has no trained arm or the memo holds no refit."""
+    from lazylab.experiments.optimum import optimum_budget, run_optimum
+
+    trained = tuple(a for a in plan.arms if a.trained)
+    if not trained:
+        return None
+    optimum, _ = _from_memo(ws, lambda: run_optimum(ws, trained, plan.widths, plan.seeds, plan.train_size,
+                                                    plan.fan_in, optimum_budget(plan.epochs)))
+    optimum["runs"] = [r for r in optimum["runs"] if not r.get("missing")]
+    optimum["fits"] = [r for r in optimum["fits"] if not r.get("missing")]
+    return optimum if optimum["fits"] else None
+
+
 def memo_extras(ws: Workspace, plan) -> dict:
-    """``{"wall": bool, "redundancy_grid": bool}``: whether ``wall_analysis`` finds each in the memo."""
+    """``{"wall": bool, "redundancy_grid": bool, "optimum": bool}``: whether ``wall_analysis`` finds each in the memo."""
     convex, grid = _memo_extras(ws, plan)
-    return {"wall": convex is not None, "redundancy_grid": grid is not None}
+    return {"wall": convex is not None, "redundancy_grid": grid is not None,
+            "optimum": optimum_in_memo(ws, plan) is not None}
 
 
-def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> dict | None:
+def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> dict:
     """Add what ``ladder --readout both`` and ``lazylab redundancy`` left in the memo for this ladder.
 
     ``analysis["wall"]`` and ``analysis["answer"]``: the wall table and the answer at both readouts
     (``experiments.convex.wall``, ``answer``) when every frozen arm's convex readout at the plan's widths
-    and seeds (default lambda grid) is in the memo; ``analysis["redundancy_grid"]``: the default
-    ``redundancy_grid`` when all its measurements are. Absent ones are left out: the report says how to
-    add them. Returns: the convex readouts (``run_convex_ladder``), or None when the memo lacks any.
+    and seeds (default lambda grid) is in the memo; ``analysis["fair"]``: the fair answer
+    (``experiments.optimum.fair_answer``) when the trained optimum is there too (``optimum_in_memo``);
+    ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` when all its measurements are. Absent
+    ones are left out: the report says how to add them.
+    Returns: ``{"convex": run_convex_ladder's result, "optimum": optimum_in_memo's}``, each only when found.
     """
     from lazylab.experiments.convex import answer, wall
+    from lazylab.experiments.optimum import fair_answer
+    from lazylab.model import N_REF
 
     convex, grid = _memo_extras(ws, plan)
+    optimum = optimum_in_memo(ws, plan)
     if convex is not None:
         analysis["wall"] = wall(result, convex)
         analysis["answer"] = answer(result, convex, plan.arms, analysis.get("exchange"))
+        if optimum is not None:
+            analysis["fair"] = fair_answer(result, convex, optimum, plan.arms, ws.data.x_train[:N_REF])
     if grid is not None:
         analysis["redundancy_grid"] = grid
-    return convex
+    return {**({"convex": convex} if convex else {}), **({"optimum": optimum} if optimum else {})}
 
 
 def paper_spec(ws: Workspace, reference: str | None = None) -> dict:
