@@ -35,10 +35,10 @@ from lazylab.schemas.caches import (
     RunRecordDoc,
     Text,
 )
-from lazylab.schemas.convex import ConvexRecord, LambdaChoice
+from lazylab.schemas.convex import ConvexRecord, LambdaChoice, LambdaRefinement, RefitRecord, SelectionRecord
 
 # ``<prefix>-<32 hex digits>`` and an optional ``-<part>`` (lazylab.runs lists results by it too).
-KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train|-lambda)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
+KEY = re.compile(r"(?P<prefix>[a-z]+(?:-[a-z]+)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
 
 Measured = Annotated[float, Field(allow_inf_nan=True)]  # a measurement that may be NaN (a kernel of zeros)
 Count = Annotated[int, Field(ge=0)]
@@ -340,6 +340,9 @@ ENTRY_KINDS: dict[tuple[str, str | None], type[BaseModel] | ArraySpec] = {
     ("run", None): RunRecordDoc,
     ("convex", None): ConvexRecord,
     ("convex-lambda", None): LambdaChoice,
+    ("convex-refine", None): LambdaRefinement,
+    ("optimum-run", None): SelectionRecord,
+    ("optimum-fit", None): RefitRecord,
     ("redundancy", None): RedundancyRecordDoc,
     ("gram", None): GRAM_ARRAYS,
     ("gram", "summary"): GramSummaryDoc,
