@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
 import re
 import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from lazylab.cli import main
 
@@ -89,3 +92,51 @@ def no_hang(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# Any JSON file lazylab reads back, mutated (tests/test_file_caches.py, tests/test_memo_binding.py).
+JUNK = st.one_of(
+    st.text(max_size=6), st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 1e6, 2**53]),
+    st.lists(st.integers(-3, 3), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+def paths_of(doc, prefix=()) -> list[tuple]:
+    """Every path into ``doc`` (dict keys and list indices), containers included."""
+    found = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        found.append(prefix + (k,))
+        found += paths_of(v, prefix + (k,))
+    return found
+
+
+@st.composite
+def mutated(draw, doc) -> tuple[str, bytes]:
+    """``(what was done, the file's bytes)``: ``doc`` with one mutation, written as JSON."""
+    doc = copy.deepcopy(doc)
+    how = draw(st.sampled_from(["value", "value", "value", "drop", "extra", "nest", "truncate", "top", "deep"]))
+    paths = paths_of(doc)
+    if how in ("value", "drop", "nest") and paths:
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        if how == "value":
+            parent[path[-1]] = draw(JUNK)
+        elif how == "drop":
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = draw(st.sampled_from([[parent[path[-1]]], {"v": parent[path[-1]]}]))
+        how = f"{how} {'.'.join(map(str, path))}"
+    elif how == "extra":
+        doc[draw(st.text(min_size=1, max_size=6))] = draw(JUNK)
+    elif how == "top":
+        doc = draw(st.one_of(JUNK, st.just([doc])))
+    text = json.dumps(doc, allow_nan=True)
+    if how == "truncate":
+        text = text[: draw(st.integers(0, max(len(text) - 1, 0)))]
+    elif how == "deep":  # nesting past any parser's recursion limit
+        depth = draw(st.sampled_from([50, 5000, 200_000]))
+        text = "[" * depth + "]" * depth
+    return how, text.encode()

@@ -11,7 +11,6 @@ with the right result, or exit 2 with one line; never exit 1, never a hang (each
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import gzip
 import json
@@ -27,7 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli_helpers import fuzz, lines, no_hang, run
+from cli_helpers import fuzz, lines, mutated, no_hang, run
 from lazylab import calibration as C
 from lazylab import data
 from lazylab.cache import Memo, _SealedReader, _seal
@@ -158,54 +157,6 @@ def test_a_ladder_with_work_runs_when_the_calibration_is_bad(tiny, cal_home, tmp
     assert code == 0 and lines(err) == [] and calls == [], err
     assert "runs: 1 computed, 1 from the memo" in out
     assert runs_by_key(json.loads((tmp_path / "r.json").read_text())) == runs_by_key(tiny[1])
-
-
-# A valid calibration document, mutated: the strategies below serve every file kind.
-JUNK = st.one_of(
-    st.text(max_size=6), st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 1e6, 2**53]),
-    st.lists(st.integers(-3, 3), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
-
-
-def paths_of(doc, prefix=()) -> list[tuple]:
-    """Every path into ``doc`` (dict keys and list indices), containers included."""
-    found = []
-    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
-    for k, v in items:
-        found.append(prefix + (k,))
-        found += paths_of(v, prefix + (k,))
-    return found
-
-
-@st.composite
-def mutated(draw, doc) -> tuple[str, bytes]:
-    """``(what was done, the file's bytes)``: ``doc`` with one mutation, written as JSON."""
-    doc = copy.deepcopy(doc)
-    how = draw(st.sampled_from(["value", "value", "value", "drop", "extra", "nest", "truncate", "top", "deep"]))
-    paths = paths_of(doc)
-    if how in ("value", "drop", "nest") and paths:
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        if how == "value":
-            parent[path[-1]] = draw(JUNK)
-        elif how == "drop":
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(st.sampled_from([[parent[path[-1]]], {"v": parent[path[-1]]}]))
-        how = f"{how} {'.'.join(map(str, path))}"
-    elif how == "extra":
-        doc[draw(st.text(min_size=1, max_size=6))] = draw(JUNK)
-    elif how == "top":
-        doc = draw(st.one_of(JUNK, st.just([doc])))
-    text = json.dumps(doc, allow_nan=True)
-    if how == "truncate":
-        text = text[: draw(st.integers(0, max(len(text) - 1, 0)))]
-    elif how == "deep":  # nesting past any parser's recursion limit
-        depth = draw(st.sampled_from([50, 5000, 200_000]))
-        text = "[" * depth + "]" * depth
-    return how, text.encode()
 
 
 @given(case=mutated(dataclasses.asdict(dataclasses.replace(

@@ -149,8 +149,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     healthy = tuple(a for a in plan.arms if a.name not in ws.failures)
     analysis = analyse_ladder(ws, result, healthy, climb_widths=climb_widths, min_gain=climb_gain,
                               redundancy_sample=redundancy_sample)
-    for line in ws.memo.problems:
-        click.echo(line, err=True)
+    shown = _echo_problems(ws)
     if report and ws.missing:
         raise LazylabError(missing_message(ws, plan, result))
     plan_json = result.plan
@@ -191,6 +190,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         # The fair answer first, then the protocol's exchange rate, the wall and the answer at both readouts.
         parts = fair_parts(payload["analysis"].get("fair")) + parts + wall_tables(payload["analysis"]["wall"]) + \
             answer_parts(payload["analysis"]["answer"], list(plan.widths))
+        _echo_problems(ws, shown)  # what the readouts met in the memo
     for part in parts:
         out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
     for line in analysis.get("warnings") or []:  # one line each, never wrapped
@@ -213,6 +213,13 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if ws.failures:  # after every table and file: one line per failed arm, exit 2
         raise LazylabError("\nerror: ".join(f"{msg}; the other runs of {arm} were skipped"
                                              for arm, msg in ws.failures.items()))
+
+
+def _echo_problems(ws, start: int = 0) -> int:
+    """Print the memo's one-line problems from the ``start``-th on, on stderr; returns how many it holds."""
+    for line in ws.memo.problems[start:]:
+        click.echo(line, err=True)
+    return len(ws.memo.problems)
 
 
 def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
@@ -279,6 +286,7 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
     from lazylab.experiments.convex import lambda_at_edge
 
     convex = _convex_phase(ws, plan, lambdas, report, est)
+    _echo_problems(ws)
     widths = list(plan.widths)
     table = Table()
     table.add_column("arm")
