@@ -457,6 +457,25 @@ def test_pooled14(cached):
         p.pooled14()
 
 
+def test_a_parsed_copy_file_linked_outside_the_memo_is_reparsed_and_the_outside_file_left_alone(cached, tmp_path):
+    ds, cache = cached
+    memo = tmp_path / "memo"
+    shutil.copytree(cache / "data", memo / "data")
+    copy = memo / "data" / ds.fingerprint
+    outside = tmp_path / "outside.npy"
+    outside.write_bytes((copy / "test_labels.npy").read_bytes())  # the right bytes, in the wrong place
+    (copy / "test_labels.npy").unlink()
+    (copy / "test_labels.npy").symlink_to(outside)
+    problems = []
+    loaded = data.load(REAL, cache_dir=memo, problems=problems)
+    assert np.array_equal(loaded.y_test, ds.y_test)
+    assert problems == [f"parsed data copy {copy} is damaged (test_labels.npy resolves outside the memo); "
+                        "parsing the .gz files again"]
+    assert not (copy / "test_labels.npy").is_symlink()  # written again inside, replacing the link
+    assert outside.read_bytes() == (copy / "test_labels.npy").read_bytes()
+    assert data.load(REAL, cache_dir=memo, problems=problems) and len(problems) == 1  # the new copy is read
+
+
 def test_a_parsed_copy_outside_the_memo_is_neither_read_nor_written(cached, tmp_path):
     ds, cache = cached
     elsewhere = tmp_path / "elsewhere"

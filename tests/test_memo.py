@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import stat
 
 import numpy as np
 import pytest
 
 import lazylab
+import lazylab.errors
 
 from lazylab.cache import Memo
 from lazylab.config import RunConfig
@@ -269,6 +271,39 @@ def test_entries_are_counted_per_code_identity_and_pruned(tmp_path, monkeypatch)
     assert memo.prune() == 2
     assert memo.code_counts() == {config.CODE: 2} and memo.stale_note() is None
     assert memo.get_record("new") == {"x": 1} and "old" not in memo
+
+
+@pytest.mark.parametrize("target", ["an empty file", "a dangling link", "a journal"])
+def test_a_cache_db_linked_outside_the_memo_is_refused_in_one_line_and_the_outside_left_alone(tmp_path, target, capsys):
+    """sqlite would turn an empty outside file into a database, or create a dangling link's target, and write there."""
+    from cli_helpers import assert_one_line_error, run
+
+    memo, outside = tmp_path / "memo", tmp_path / "elsewhere" / "db"
+    memo.mkdir()
+    outside.parent.mkdir()
+    name = "cache.db-wal" if target == "a journal" else "cache.db"
+    if target != "a dangling link":
+        outside.write_bytes(b"")
+    (memo / name).symlink_to(outside)
+    code, out, err = run(capsys, "cache", "info", "--cache-dir", memo)
+    assert_one_line_error(code, err, f"the memo location {memo} holds a {name} that resolves outside it, to {outside}")
+    assert code == 2 and out == ""
+    assert (outside.read_bytes() == b"") if target != "a dangling link" else not os.path.lexists(outside)
+    assert sorted(p.name for p in memo.iterdir()) == [name]  # nothing created beside it
+    with pytest.raises(lazylab.errors.LazylabError, match="resolves outside it"):
+        Memo(memo)
+
+
+def test_a_feature_store_index_linked_outside_the_memo_is_not_used(tmp_path):
+    memo = Memo(tmp_path / "m")
+    outside = tmp_path / "outside.db"
+    outside.write_bytes(b"")
+    (tmp_path / "m" / "features").mkdir()
+    (tmp_path / "m" / "features" / "cache.db").symlink_to(outside)
+    assert memo.put_features("f", {"train": np.ones((4, 2), np.float32)}) is False
+    assert memo.problems == [f"the feature store {tmp_path / 'm' / 'features' / 'cache.db'} resolves outside the "
+                             "memo; features are recomputed"]
+    assert outside.read_bytes() == b""
 
 
 def test_a_feature_store_resolving_outside_the_memo_is_not_used(tmp_path):
