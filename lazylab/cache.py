@@ -45,6 +45,7 @@ from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 from lazylab.locations import check_memo_dir, default_dir, files_outside, legacy_note
 from lazylab.schemas.entries import ArraySpec, entry_kind
+from lazylab.text import printable
 
 FEATURE_DIR = "features"  # the feature store, below the memo directory
 DEFAULT_CACHE_LIMIT = 8 * 2**30  # bytes; the CLI's --cache-limit default ("8GiB")
@@ -124,9 +125,11 @@ from lazylab.memo_disk import (  # noqa: F401 (the row layer; tests use _SealedR
 
 class UniqueLines(list):
     """A list of one-line notes that keeps each distinct line once (an estimate and the run
-    that follows it may meet the same bad entry)."""
+    that follows it may meet the same bad entry), each with its control characters escaped
+    (``lazylab.text.printable``: a note quotes keys, file names and record values)."""
 
     def append(self, line: str) -> None:
+        line = printable(line)
         if line not in self:
             super().append(line)
 
@@ -297,14 +300,15 @@ class Memo:
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or "")))
 
     def stale_note(self) -> str | None:
-        """One line saying that the memo holds entries no current code can use, or None if it holds none."""
+        """One line saying that the memo holds entries no current code can use, or None if it holds none (the
+        entries' tags, which name that code, with their control characters escaped: ``lazylab.text.printable``)."""
         stale = {tag: n for tag, n in self.code_counts().items() if tag != code_identity()}
         if not stale:
             return None
         what = ", ".join(f"{n} by {tag or 'lazylab 0.1.0 (no code identity)'}" for tag, n in stale.items())
-        return (f"note: the memo holds {sum(stale.values())} entries computed by other code ({what}); they are "
-                f"never reused, so those results are recomputed by {code_identity()} "
-                "(`lazylab cache prune` removes them)")
+        return printable(f"note: the memo holds {sum(stale.values())} entries computed by other code ({what}); they "
+                         f"are never reused, so those results are recomputed by {code_identity()} "
+                         "(`lazylab cache prune` removes them)")
 
     def prune(self) -> int:
         """Remove every entry (both stores) not written by the current code identity; returns how many.
@@ -350,7 +354,7 @@ class Memo:
                     continue
                 try:
                     if _drop_row(store, rowid, key, filename, stored):
-                        removed.append(f"{what} entry {key!r}: {problem}; removed")
+                        removed.append(printable(f"{what} entry {key!r}: {problem}; removed"))
                 except (OSError, sqlite3.Error, diskcache.core.Timeout) as exc:
                     raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}") from None
         return sound, removed

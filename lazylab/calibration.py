@@ -27,6 +27,7 @@ from lazylab.config import code_identity
 from lazylab.errors import LazylabError
 from lazylab.limits import CALIBRATION_VERSION  # re-exported; bump it there when what the calibration measures changes
 from lazylab.locations import cache_home
+from lazylab.text import printable
 
 D, CLASSES, BATCH = 784, 10, 256
 
@@ -144,7 +145,7 @@ def _set_aside(path: Path, why: str) -> None:
     except OSError as exc:  # the measurement below still replaces it if the folder is writable
         where = f"could not be set aside ({exc.strerror or exc})"
     # One note line on stderr, as the CLI prints the memo's problems; stdout may be --json -.
-    click.echo(f"note: {why}; {where}, measuring this machine again", err=True)
+    click.echo(printable(f"note: {why}; {where}, measuring this machine again"), err=True)
 
 
 def save(cal: Calibration, path: Path | None = None) -> Path:

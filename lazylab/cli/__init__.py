@@ -17,6 +17,7 @@ from lazylab import xla_cache
 from lazylab.cli import output, progress
 from lazylab.cli.options import VERBOSITY_GIVEN, check_paths, verbosity_options
 from lazylab.errors import LazylabError
+from lazylab.text import printable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -129,11 +130,11 @@ def _run(argv, pending: list[str]) -> None:
         click.echo(exc.ctx.get_help())
         sys.exit(0)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        click.echo(printable(f"error: {exc.format_message()}", keep_newlines=True), err=True)
         sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
     except LazylabError as exc:
         _plugin_warnings(pending, str(exc))
-        click.echo(f"error: {exc}", err=True)
+        click.echo(printable(f"error: {exc}", keep_newlines=True), err=True)  # several arms' lines at most
         sys.exit(2)
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:
         # click turns a ^C inside a command into Abort (from KeyboardInterrupt); a bare Abort is
@@ -150,7 +151,7 @@ def _run(argv, pending: list[str]) -> None:
         if os.environ.get("LAZYLAB_DEBUG"):
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"error: {where}{exc.strerror or ' '.join(str(exc).split())}", err=True)
+        click.echo(printable(f"error: {where}{exc.strerror or ' '.join(str(exc).split())}"), err=True)
         sys.exit(2)
     except Exception as exc:  # a bug: still one line, and exit 1 (not 2) so that it shows
         if progress.interrupted:
@@ -163,6 +164,7 @@ def _run(argv, pending: list[str]) -> None:
         if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in msg:
             click.echo(f"error: out of memory ({type(exc).__name__}); try smaller --widths or --train-size", err=True)
             sys.exit(2)
-        click.echo(f"error: internal error: {type(exc).__name__}: {msg} (set LAZYLAB_DEBUG=1 for the traceback)", err=True)
+        click.echo(printable(f"error: internal error: {type(exc).__name__}: {msg} (set LAZYLAB_DEBUG=1 for the "
+                             "traceback)"), err=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

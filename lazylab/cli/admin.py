@@ -12,6 +12,7 @@ from lazylab import xla_cache
 from lazylab.cli.options import CACHE_LIMIT_DEFAULT, cache_dir_option, data_options, finite, json_option
 from lazylab.cli.output import count, out, prepare_json, write_json
 from lazylab.errors import LazylabError
+from lazylab.text import printable
 
 @click.command()
 @json_option("the units, arms and their plugins")
@@ -183,7 +184,7 @@ def cache_info(cache_dir, json_path):
               "code that computed them:")
     for code, n in by_code.items():
         usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
-        out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
+        out.print(f"  {n} by {printable(code or 'lazylab 0.1.0 (no code identity)')} ({usable})")  # a row's tag: data
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")

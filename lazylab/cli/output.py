@@ -16,9 +16,19 @@ from rich.console import Console
 from rich.table import Table
 
 from lazylab.paths import write_text_atomically
+from lazylab.text import printable
 
-out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
-err = Console(stderr=True, highlight=False)  # progress, warnings
+class DataConsole(Console):
+    """A rich Console that prints each text argument with its control characters escaped, line by line
+    (``lazylab.text.printable``): the paths, names and notes in lazylab's lines come from outside (files, the
+    memo, plugins). Renderables (tables) escape their own cells."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(printable(o, keep_newlines=True) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+out = DataConsole(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
+err = DataConsole(stderr=True, highlight=False)  # progress, warnings
 
 
 def reset() -> None:
@@ -46,7 +56,7 @@ def warn(line: str) -> None:
     """One ``warning:`` line with the results, never wrapped; on stderr when stdout holds JSON alone."""
     from rich.markup import escape
 
-    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(printable(line))}", soft_wrap=True)
 
 
 def write_json(path: Path | None, payload, option: str = "--json") -> None:

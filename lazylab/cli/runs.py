@@ -13,6 +13,7 @@ from lazylab.cli.options import (MAX_SEED, MAX_WIDTH, IntList, cache_dir_option,
                                  list_option)
 from lazylab.cli.output import count, num, out, prepare_json, write_csv, write_json
 from lazylab.errors import LazylabError
+from lazylab.text import printable
 from lazylab.runs import FIELDS, KINDS
 
 
@@ -107,13 +108,14 @@ def _table(rows, any_code: bool) -> Table:
     table.add_column("plugin")
     table.add_column("detail")
     for r in rows:
-        cells = [r.kind, r.arm or "-", num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
+        text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
+        cells = [r.kind, text(r.arm or "-"), num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
                  num(r.train_size, "d"), num(r.best_acc), num(r.final_acc), num(r.seconds, ".1f"),
-                 r.stored[:16].replace("T", " ") if r.stored else "-"]
+                 text(r.stored[:16].replace("T", " ") if r.stored else "-")]
         if any_code:
-            cells.append(escape(r.code or "lazylab 0.1.0 (no code identity)"))
-        plugin = escape(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else "")
-        table.add_row(*cells, plugin, escape(r.detail))
+            cells.append(text(r.code or "lazylab 0.1.0 (no code identity)"))
+        plugin = text(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else "")
+        table.add_row(*cells, plugin, text(r.detail))
     return table
 
 

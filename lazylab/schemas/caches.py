@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from lazylab.limits import CALIBRATION_VERSION, MAX_LIST, MAX_LR, MAX_SEED, MAX_WIDTH
 from lazylab.schemas import STRICT
+from lazylab.text import CONTROLS
 
 # Bounds on a calibration's constants, about 1000 to 10,000 times the 2-core development machine's
 # (calibration.REFERENCE: a step 2.3e-4 s plus 6.2e-6 s per unit, a feature output 1.1e-8 s, a cold
@@ -41,8 +42,9 @@ Cost = Annotated[float, Field(ge=0, le=MAX_COST_S)]
 UnitCost = Annotated[float, Field(ge=0, le=MAX_UNIT_COST_S)]
 FeatureCost = Annotated[float, Field(ge=0, le=MAX_FEATURE_S)]
 CompileS = Annotated[float, Field(ge=0, le=MAX_COMPILE_S)]
-# No control characters: a newline or an escape sequence would forge lines on the terminal.
-Text = Annotated[str, Field(max_length=MAX_TEXT, pattern=r"^[^\x00-\x1f\x7f]*$")]
+# No control characters (lazylab.text.CONTROLS: C0, DEL, C1, bidirectional overrides): a newline or an escape
+# sequence would forge lines on the terminal.
+Text = Annotated[str, Field(max_length=MAX_TEXT, pattern=f"^[^{CONTROLS}]*$")]
 
 
 class CalibrationDoc(BaseModel):

@@ -182,7 +182,7 @@ class CheckDoc(Doc):
     tol: Measured
     passed: bool
     expect: bool
-    note: Annotated[str, Field(max_length=4096)]
+    note: Text
 
 
 class NtkChecksDoc(Doc):
@@ -258,7 +258,7 @@ class KernelStatsDoc(Doc):
 
 class NtkMethodDoc(Doc):
     method: Text
-    notes: Annotated[str, Field(max_length=4096)]
+    notes: Text
     n_params: Annotated[int, Field(ge=1)]
     jacobian_mib: NonNegative
     work_mib: NonNegative
