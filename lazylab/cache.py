@@ -62,7 +62,8 @@ def parse_size(text) -> int:
 
     Decimal units (``kB``, ``MB``, ``GB``, ``TB``, or just ``K``, ``M``, ``G``,
     ``T``) are powers of 1000, binary ones (``KiB`` ... ``TiB``) powers of 1024;
-    a bare number is bytes; case is ignored.
+    a bare number is a whole number of bytes (``0.5`` would round to nothing, so it
+    is refused: ``0.5GiB`` is half a GiB); case is ignored.
     Raises: ValueError (one line) for anything else or a size above 1 PiB.
     """
     if isinstance(text, int) and not isinstance(text, bool) and 0 <= text <= MAX_SIZE:
@@ -71,7 +72,12 @@ def parse_size(text) -> int:
     scale = _SIZE_UNITS.get(match.group(2)) if match else None
     if scale is None:
         raise ValueError(f"expected a size such as 8GiB, 500MB or 0, got {str(text)!r}")
+    if scale == 1 and "." in match.group(1):
+        raise ValueError(f"{str(text).strip()!r} is not a whole number of bytes: give a unit (0.5GiB, 500MB) or "
+                         "an integer number of bytes")
     size = round(float(match.group(1)) * scale)
+    if size == 0 and float(match.group(1)) > 0:
+        raise ValueError(f"{str(text).strip()!r} is less than one byte; 0 turns the feature store off")
     if size > MAX_SIZE:
         raise ValueError(f"{text} is above the largest size accepted, 1 PiB")
     return size

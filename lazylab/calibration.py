@@ -118,13 +118,18 @@ def calibration(path: Path | None = None, force: bool = False, measure_now: bool
     return cal
 
 
+MAX_BYTES = 64 * 2**10  # the file lazylab writes is under 1 KiB
+
+
 def read(path: Path) -> Calibration | None:
     """The Calibration in the file ``path``, checked against ``lazylab.schemas.caches.CalibrationDoc``.
 
     Returns: None if there is no file (nothing at ``path``, not even a broken link).
     Raises: LazylabError (one line naming the file, and the field for a value out of its range)
-      for a file that is not a regular file, cannot be read, is not JSON, or fails the schema
-      (a missing field, a string, null, NaN, Infinity or a negative time).
+      for a file that is not a regular file, cannot be read, is larger than ``MAX_BYTES`` (a valid
+      document padded with fields lazylab never reads: read by every command, it would cost each one
+      seconds), is not JSON, or fails the schema (a missing field, a string, null, NaN, Infinity or a
+      negative time). ``calibration`` sets such a file aside and measures the machine again.
     """
     from lazylab.schemas import read_json, validate
     from lazylab.schemas.caches import CalibrationDoc
@@ -132,7 +137,7 @@ def read(path: Path) -> Calibration | None:
     if not os.path.lexists(path):
         return None
     what = "calibration file"
-    doc = validate(CalibrationDoc, read_json(path, what), f"{what} {path}")
+    doc = validate(CalibrationDoc, read_json(path, what, MAX_BYTES), f"{what} {path}")
     return Calibration(**doc.model_dump())
 
 

@@ -72,7 +72,8 @@ def locate(data_dir: str | os.PathLike | None = None) -> Path:
 
     Raises ``DataError`` (one line) if the chosen directory does not exist or
     lacks any of the four files in ``FILES`` (the message names the directory
-    and the missing file). Files: Xiao, Rasul & Vollgraf 2017, arXiv:1708.07747.
+    and the missing file, and says so when it holds that file gunzipped).
+    Files: Xiao, Rasul & Vollgraf 2017, arXiv:1708.07747.
     """
     if data_dir is not None:
         return _check_dir(Path(data_dir), "data directory")
@@ -93,6 +94,11 @@ def _check_dir(directory: Path, what: str) -> Path:
         raise DataError(f"{what} {directory} does not exist or is not a directory")
     for name in FILES.values():
         if not (directory / name).is_file():
+            raw = directory / name.removesuffix(".gz")
+            if raw.is_file():  # found, but gunzipped: the fingerprint and the digests are those of the .gz files
+                raise DataError(f"{what} {directory} holds {raw.name} uncompressed, not {name}: lazylab reads the "
+                                "official gzipped files (their SHA-256 are checked); compress the four with "
+                                "`gzip -k`, or run `lazylab data fetch`")
             raise DataError(f"{what} {directory} lacks {name} ({_INSTALL_HINT}, or run `lazylab data fetch`)")
     return directory
 
@@ -230,10 +236,11 @@ class FashionMNIST:
         is derived from the parent's and the sizes, so it still identifies the
         content; taking the whole of both splits returns ``self``.
 
-        Raises ``DataError`` if a size is < 1 or larger than the split.
+        Raises ``DataError`` if a size is < 1 or larger than the split (the message names the command line's
+        ``--train-size``, which sets ``train_size`` everywhere, and the folder the data came from).
         """
-        n_tr = _check_size("train_size", train_size, len(self.y_train))
-        n_te = _check_size("test_size", test_size, len(self.y_test))
+        n_tr = _check_size("--train-size", train_size, len(self.y_train), "training", self.source)
+        n_te = _check_size("test size", test_size, len(self.y_test), "test", self.source)
         if n_tr == len(self.y_train) and n_te == len(self.y_test):
             return self
         return FashionMNIST(
@@ -264,13 +271,15 @@ class FashionMNIST:
         )
 
 
-def _check_size(name: str, n: int | None, available: int) -> int:
+def _check_size(name: str, n: int | None, available: int, split: str, source: Path) -> int:
+    """``n`` (None: ``available``), refused unless an integer in 1..``available`` (the ``split`` images in ``source``)."""
     if n is None:
         return available
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise DataError(f"{name} must be an integer, got {n!r}")
     if not 1 <= n <= available:
-        raise DataError(f"{name}={n} is out of range: must be between 1 and {available}")
+        raise DataError(f"{name} {n} is out of range: the data in {source} holds {available} {split} images, "
+                        f"so it must be between 1 and {available}")
     return int(n)
 
 

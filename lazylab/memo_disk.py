@@ -41,9 +41,8 @@ class SafeDisk(diskcache.Disk):
     def _stream(self, reader: _SealedReader, key) -> tuple:
         """Write a sealed feature entry to a new value file, chunk by chunk; diskcache's row fields."""
         filename, full_path = self.filename(key, reader)
-        os.makedirs(os.path.dirname(full_path), exist_ok=True)
         try:
-            with open(full_path, "xb") as out:
+            with _create(full_path) as out:
                 size = 0
                 while chunk := reader.read(_CHUNK):
                     size += out.write(chunk)
@@ -99,6 +98,21 @@ class SafeDisk(diskcache.Disk):
         # A planted row may name any path; never delete outside the memo, nor anything but a value file.
         if _inside(self._directory, file_path) and _VALUE_FILE.fullmatch(file_path):
             super().remove(file_path)
+
+
+_CREATE_TRIES = 10  # diskcache's own (``Disk._write``)
+
+
+def _create(path: str):
+    """``path`` opened for writing as a new file, its folder made first. Another process may remove the folder
+    between the two (diskcache removes a value file's folders once empty): tried again, as diskcache does."""
+    for attempt in range(1, _CREATE_TRIES + 1):
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "xb")
+        except FileNotFoundError:
+            if attempt == _CREATE_TRIES:
+                raise
 
 
 # diskcache's value files: two levels of two hex digits, then the rest of 32 (``Disk.filename``).

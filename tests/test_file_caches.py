@@ -12,13 +12,11 @@ with the right result, or exit 2 with one line; never exit 1, never a hang (each
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import math
 import os
 import shutil
 import sqlite3
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli_helpers import fuzz, lines, mutated, no_hang, run
+from cli_helpers import fuzz, lines, mutated, no_hang, run, write_idx_dir
 from lazylab import calibration as C
 from lazylab import data
 from lazylab.cache import Memo, _SealedReader, _seal
@@ -369,19 +367,6 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
 
 
 # --------------------------------------------------------------------------- data copy and feature metadata
-
-
-def write_idx_dir(path: Path) -> Path:
-    """A tiny Fashion-MNIST-shaped data folder (12 training and 4 test images): parsed in milliseconds."""
-    rng = np.random.default_rng(0)
-    arrays = {"train_images": rng.integers(0, 256, (12, 28, 28)), "train_labels": np.arange(12) % 10,
-              "test_images": rng.integers(0, 256, (4, 28, 28)), "test_labels": np.arange(4)}
-    path.mkdir(parents=True)
-    for key, name in data.FILES.items():
-        a = np.asarray(arrays[key], np.uint8)
-        header = struct.pack(f">i{a.ndim}i", 0x0800 | a.ndim, *a.shape)
-        (path / name).write_bytes(gzip.compress(header + a.tobytes()))
-    return path
 
 
 @pytest.fixture(scope="module")

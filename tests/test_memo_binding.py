@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from cli_helpers import fuzz, lines, mutated, no_hang, run
 from lazylab.cache import Memo
 from lazylab.config import code_identity
-from lazylab.memo_disk import _seal
 from lazylab.schemas.entries import KEY
 
 CASE_S = 600  # bound on one case: far above any on a loaded 2-core machine; a hang never ends

@@ -77,9 +77,13 @@ def main(argv=None) -> None:
     # Not when SIGINT is ignored (a background job in a script): keep ignoring it.
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         previous = signal.signal(signal.SIGINT, progress.on_sigint)
+    unraisable, sys.unraisablehook = sys.unraisablehook, progress.quiet_interrupts(sys.unraisablehook)
     try:
         _main(argv)
+    except KeyboardInterrupt:  # in the imports before ``_run`` handles it
+        _exit_interrupted(argv)
     finally:
+        sys.unraisablehook = unraisable
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
@@ -122,6 +126,7 @@ def _run(argv, pending: list[str]) -> None:
     # An unwritable HOME makes matplotlib log two warnings and use a temporary folder,
     # which works: stderr keeps to lazylab's one-line rule.
     logging.getLogger("matplotlib").setLevel(logging.ERROR)
+    output.escape_warnings()
     try:
         xla_cache.enable()  # inside: whatever it meets still ends in one line
         rv = cli.main(args=argv, prog_name="lazylab", standalone_mode=False)

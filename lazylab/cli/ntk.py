@@ -247,7 +247,7 @@ def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory
     arm = get_arm(arm_name.strip())
     ws = Workspace(data_dir, cache_dir)
     if plan_first(dry_run, json_path, "ntk-arm", ws, arm=arm, width=width, probe=probe, seed=seed, lr=lr,
-                  epochs=epochs, train_size=train_size, method=method) is None:
+                  epochs=epochs, train_size=train_size, method=method, limit=memory_mib * 2**20) is None:
         return
     out_dir = _ntk_out(out_dir)
     with Display() as display:

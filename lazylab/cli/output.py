@@ -59,6 +59,23 @@ def warn(line: str) -> None:
     (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(printable(line))}", soft_wrap=True)
 
 
+def escape_warnings() -> None:
+    """Have Python's warnings (a plugin's, matplotlib's about a glyph an arm name lacks) printed with their control
+    characters escaped (``lazylab.text.printable``): ``warnings.formatwarning`` is what every printer of a warning
+    formats it with. Installed once."""
+    import warnings
+
+    if getattr(warnings.formatwarning, "lazylab_printable", False):
+        return
+    plain = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        return printable(plain(message, category, filename, lineno, line).rstrip("\n"), keep_newlines=True) + "\n"
+
+    formatwarning.lazylab_printable = True
+    warnings.formatwarning = formatwarning
+
+
 def write_json(path: Path | None, payload, option: str = "--json") -> None:
     """Write ``payload`` as JSON to ``path`` (atomically), or to stdout for ``-``; nothing for None."""
     if path is None:

@@ -87,7 +87,7 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
                                      kw["train_size"], cal)
     if command == "ntk-arm":
         return E.ntk_arm_estimate(ws, kw["arm"], kw["width"], kw["probe"], kw["seed"], kw["lr"], kw["epochs"],
-                                  kw["train_size"], kw["method"], cal)
+                                  kw["train_size"], kw["method"], cal, kw.get("limit"))
     if command == "render":
         return E.render_estimate(ws, kw["settings"], tuple(kw.get("stages") or ("gifs", "figures", "report")),
                                  limit, cal)

@@ -249,6 +249,17 @@ def on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def quiet_interrupts(hook):
+    """``sys.unraisablehook`` that says nothing of a KeyboardInterrupt: Python cannot raise the one ``on_sigint``
+    raises inside a finalizer or a garbage-collector callback (jax's), and would print "Exception ignored in ...";
+    ``check_interrupt`` raises it again. Every other unraisable exception goes to ``hook``."""
+    def quiet(unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+
+    return quiet
+
+
 def check_interrupt() -> None:
     """Raise KeyboardInterrupt again if one was swallowed (Python drops an exception raised in a finalizer)."""
     if interrupted:

@@ -46,6 +46,16 @@ class LadderPlan:
     def protocol(self) -> dict:
         return dict(epochs=self.epochs, batch=self.batch, train_size=self.train_size, fan_in=self.fan_in)
 
+    def check(self) -> None:
+        """Raise LazylabError (one line) if a data-seeded arm is asked for more units than there are training
+        images (its widths, and the bracket's m = 256 without ``lr``): what ``run_ladder`` refuses before any
+        training, and its estimate (``--dry-run``) too."""
+        widest = max(self.widths + ((BRACKET_WIDTH,) if self.lr is None else ()))
+        for arm in self.arms:
+            if arm.init == "data" and widest > self.train_size:
+                raise LazylabError(f"{arm.name}: width {widest} exceeds the {self.train_size} training images "
+                                   "available for data seeding (lower --widths or raise --train-size)")
+
     def n_runs(self) -> int:
         """Distinct runs before any grid extension (a bracket run at a ladder cell's config counts once)."""
         total = 0
@@ -159,13 +169,9 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
 
     Returns: LadderResult with one ArmSummary per arm and every run record.
     Raises: LazylabError, before any training, if a data-seeded arm is asked for more
-      units than there are training images.
+      units than there are training images (``LadderPlan.check``).
     """
-    widest = max(plan.widths + ((BRACKET_WIDTH,) if plan.lr is None else ()))
-    for arm in plan.arms:
-        if arm.init == "data" and widest > plan.train_size:
-            raise LazylabError(f"{arm.name}: width {widest} exceeds the {plan.train_size} training images available "
-                               "for data seeding (lower --widths or raise --train-size)")
+    plan.check()
     reporter.plan(plan.n_runs())
     summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr, unit=arm.unit.name, init=arm.init)
                  for arm in plan.arms]

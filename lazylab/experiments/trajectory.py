@@ -182,6 +182,11 @@ def validate(plan: TrajectoryPlan) -> None:
         raise LazylabError("trajectory: an arm is named twice in --arms")
     if plan.snapshots > plan.width:
         raise LazylabError(f"--snapshots {plan.snapshots} exceeds the width {plan.width}")
+    widest = max(plan.width, BRACKET_WIDTH if plan.lr is None else 0)
+    seeded = [a.name for a in plan.arms if a.init == "data"]
+    if seeded and widest > plan.train_size:
+        raise LazylabError(f"{seeded[0]}: width {widest} exceeds the {plan.train_size} training images available "
+                           "for data seeding (lower --width or raise --train-size)")
 
 
 def bracket_rate(ws: Workspace, arm: Arm, plan: TrajectoryPlan, reporter: Reporter = Reporter()) -> tuple[float | None, dict]:

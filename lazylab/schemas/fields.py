@@ -22,6 +22,7 @@ from lazylab.limits import (
     MIN_TRAIN_SIZE,
 )
 from lazylab.schemas import STRICT
+from lazylab.schemas.caches import MAX_VALUE
 
 MAX_DEPTH = 32  # levels of nesting: a ladder payload has 7 (analysis.redundancy_grid[i].mean_abs_corr.values[j])
 # The protocol's fixed values (SPEC section 5): no option changes them, so a file with others was not written by a
@@ -37,8 +38,10 @@ Count = Annotated[int, Field(ge=0, le=MAX_LIST)]  # seeds, runs, widths or image
 Accuracy = Annotated[float, Field(ge=0, le=100)]  # test accuracy, %
 Spread = Annotated[float, Field(ge=0, le=100)]  # a std or standard error of accuracies (points)
 Points = Annotated[float, Field(ge=-100, le=100)]  # a difference of two accuracies
-Positive = Annotated[float, Field(ge=0)]  # finite (STRICT) and not negative: movement, losses, correlations
-Finite = float  # under STRICT: any finite number
+# Finite (STRICT) and at most MAX_VALUE in size: sums and means of up to MAX_LIST of them stay finite, so a file's
+# 1e308 is refused in one line instead of overflowing (with numpy's warnings) where the report averages it.
+Positive = Annotated[float, Field(ge=0, le=MAX_VALUE)]  # not negative: movement, losses, correlations, seconds
+Finite = Annotated[float, Field(ge=-MAX_VALUE, le=MAX_VALUE)]
 R2 = Annotated[float, Field(allow_inf_nan=True)]  # analysis.r_squared is NaN for a constant curve not fitted exactly
 Name = Annotated[str, Field(min_length=1)]
 
