@@ -168,7 +168,7 @@ def _seal(payload: bytes, key: str) -> bytes:
 
 def _check_seal(line: bytes, key: str) -> tuple[bytes, bool]:
     """The digest (64 hex digits, bytes) of a seal line (without its newline) read under ``key``, and whether the
-    line names ``key``: False for the seal of a lazylab before 0.2.1, which named no key (``_record`` says which
+    line names ``key``: False for the seal of an older lazylab, which named no key (``_record`` says which
     such records are still served). Raises CorruptEntry for a line that is no seal or names another key."""
     digest, _, sealed_for = line.partition(b" ")
     if len(digest) != 64 or not re.fullmatch(rb"[0-9a-f]{64}", digest):
@@ -314,8 +314,8 @@ def _record(key: str, payload: bytes, bound: bool) -> dict:
     """The JSON record in ``payload`` stored under ``key``, checked against the schema of its key's kind
     (``lazylab.schemas.entries.record_model``) and bound to ``key``.
 
-    ``bound`` says whether its seal named ``key`` (``_unseal``). A record sealed without its key (by a lazylab
-    before 0.2.1) is served only if it names ``key`` itself in its ``key`` field, as run, convex, lambda-choice,
+    ``bound`` says whether its seal named ``key`` (``_unseal``). A record sealed without its key (by an older
+    lazylab) is served only if it names ``key`` itself in its ``key`` field, as run, convex, lambda-choice,
     redundancy and trajectory records always did; a record whose ``key`` field names another key is never
     served. The fields of its model it lacks get their defaults (a record by lazylab 0.1.0 lacks some).
     Raises: CorruptEntry (one line naming the field) if it is not JSON, fails the schema or is bound to another key.
@@ -357,7 +357,7 @@ def _check_arrays(key: str, arrays: dict[str, np.ndarray]) -> None:
 def _arrays(key: str, payload: bytes, bound: bool) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` payload stored under ``key``, loaded with ``allow_pickle=False`` (no object
     arrays), and checked against the kind of ``key`` (``_check_arrays``). ``bound``: whether the seal named
-    ``key``; arrays sealed without it (by a lazylab before 0.2.1) are not served.
+    ``key``; arrays sealed without it (by an older lazylab) are not served.
 
     Raises: CorruptEntry if it is not a readable npz, is sealed without its key, or fails its kind.
     """

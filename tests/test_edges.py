@@ -197,3 +197,19 @@ def test_ntk_scalar_checks_its_start_at_t_0_whatever_times_it_reports(capsys, tm
     for name in ("matched start |f_lin(0) - f(0)|", "control 1, offset start: matched start |f_lin(0) - f(0)|"):
         assert checks["2,5"][name] == checks["0,2,5"][name]
     assert all(c["ok"] for c in checks["2,5"].values())
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308])
+def test_a_payload_number_near_the_float_limit_is_one_line_not_an_overflow(value):
+    """A ladder file's 1e308 passed the schema and printed numpy's overflow warnings where the report averaged it."""
+    import copy
+
+    from lazylab.errors import LazylabError
+    from lazylab.reference import load_reference
+    from lazylab.schemas.ladder import check_ladder_payload
+
+    payload = copy.deepcopy(load_reference()["payload"])
+    check_ladder_payload(payload, "--from F")
+    payload["runs"][0]["train_loss"][0] = value
+    with pytest.raises(LazylabError, match=r"^--from F: field runs\[0\]\.train_loss\[0\]: Input should be"):
+        check_ladder_payload(payload, "--from F")
