@@ -463,20 +463,26 @@ def _round2(w: float) -> str:
 def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> str:
     """A matching width and its interval in words a table can hold.
 
-    ``"about 350 (190-690)"``; ``"between 400 and 2,800"`` when the interval spans more than ``RANGE_RATIO``
-    (a flat stretch of the curve: no point is worth reading); ``"<= 16"`` below the sweep; ``"> 8,192"``
-    beyond it, ``"> 8,192 (at least 3,000)"`` when the interval's lower end lies inside it.
+    ``"about 350 (190-690)"``; when the interval spans more than ``RANGE_RATIO`` or reaches past the sweep (a
+    flat stretch of the curve: no point is worth reading), the range alone: ``"between 400 and 2,800"``,
+    ``"at most 2,200"`` (the smallest bank may already match), ``"at least 3,000"``, ``"anywhere from <= 16 to
+    > 8,192"``; ``"<= 16"`` below the sweep; ``"> 8,192"`` beyond it, ``"> 8,192 (at least 3,000)"`` when the
+    interval's lower end lies inside it.
     """
     bottom, top = min(sweep), max(sweep)
-    end = lambda w: f"<= {bottom}" if w == 0.0 else f"> {top:,}" if math.isinf(w) else _round2(w)
     if math.isinf(point):
-        return f"> {top:,}" + ("" if math.isinf(low) else f" (at least {end(low)})")
+        return f"> {top:,}" + ("" if math.isinf(low) or low == 0.0 else f" (at least {_round2(low)})")
     if point == 0.0:
-        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {end(high)})")
-    if low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO):
-        return f"between {end(low)} and {end(high)}" if not (low == 0.0 or math.isinf(high)) else \
-            f"about {_round2(point)} ({end(low)} to {end(high)})"
-    return f"about {_round2(point)} ({end(low)}-{end(high)})"
+        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {'> ' + f'{top:,}' if math.isinf(high) else _round2(high)})")
+    if low == 0.0 and math.isinf(high):
+        return f"anywhere from <= {bottom} to > {top:,}"
+    if low == 0.0:
+        return f"at most {_round2(high)}"
+    if math.isinf(high):
+        return f"at least {_round2(low)}"
+    if high / low > RANGE_RATIO:
+        return f"between {_round2(low)} and {_round2(high)}"
+    return f"about {_round2(point)} ({_round2(low)}-{_round2(high)})"
 
 
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:

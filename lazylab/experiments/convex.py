@@ -506,11 +506,12 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
 
 
 def lambda_at_edge(convex: dict) -> list[int]:
-    """``[readouts whose lambda is the path's smallest or largest, readouts]`` of ``run_convex_ladder``'s result:
-    at an end, the best penalty may lie beyond the path (``--lambdas`` extends it)."""
+    """``[readouts whose lambda is at or beyond the path's smallest or largest, readouts]`` of
+    ``run_convex_ladder``'s result: there, the best penalty may lie beyond what was searched (the refinement goes
+    at most ``REFINE_BEYOND`` half-decades past an end; ``--lambdas`` extends the path)."""
     chosen = [r["lambda"] for r in convex["runs"] if not r.get("missing")]
-    ends = (min(convex["lambdas"]), max(convex["lambdas"]))
-    return [sum(lam in ends for lam in chosen), len(chosen)]
+    low, high = min(convex["lambdas"]), max(convex["lambdas"])
+    return [sum(lam <= low or lam >= high for lam in chosen), len(chosen)]
 
 
 def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:

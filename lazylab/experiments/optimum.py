@@ -311,7 +311,7 @@ def _mean(values) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def test_selected(records: list[dict]) -> dict:
+def chosen_on_test(records: list[dict]) -> dict:
     """What choosing on the test set would give, from the selection records of one arm and width: each rate's
     mean over seeds of each seed's best per-epoch test accuracy, and the best rate's (a bound that reads the
     test set, shown beside the choice on held-out images; ``choose`` never sees it)."""
@@ -340,7 +340,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
       {str(width): summary}}}, "runs": [selection record], "fits": [refit record]}``; a summary holds
       ``lr``, ``epochs`` (per seed), ``held_out`` (the choice's score, %), ``edge``, ``rates`` (tried),
       ``n``, ``test_acc`` (mean %), ``std`` (ddof 1), ``per_seed`` (test % per seed), ``test_selected``
-      (``test_selected``), ``protocol`` is filled by callers.
+      (``chosen_on_test``).
     """
     widths = sorted(w for w in widths if w <= MAX_WIDTH)
     trained = [a for a in arms if a.trained]
@@ -394,7 +394,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
                 "lr": choice["lr"], "epochs": [choice["epochs"].get(s) for s in seeds], "held_out": choice["held_out"],
                 "edge": choice["edge"], "rates": sorted(float(k) for k in choice["rates"]), "n": len(accs),
                 "test_acc": _mean(accs), "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
-                "per_seed": accs, "test_selected": test_selected(cells[(arm.name, w)]),
+                "per_seed": accs, "test_selected": chosen_on_test(cells[(arm.name, w)]),
             }
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": summaries}
     return out
