@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""Write the tables of docs/results.md from the shipped reference (lazylab/reference/paper.json).
+
+    .venv/bin/python scripts/results_tables.py            # rewrite every generated table in docs/results.md
+    .venv/bin/python scripts/results_tables.py --check    # exit 1 if a table differs from the reference's
+
+Each table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->`` in the page; the prose around them
+is written by hand. tests/test_reference.py runs ``--check``, so a table cannot go stale: a new reference
+means running this script. Exit 2 with one line on any error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "results.md"
+BLOCK = re.compile(r"(<!-- table: ([a-z-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
+NAMES = {"fair": "fair (both at held-out optimum)", "test_selected": "trained side chosen on test",
+         "protocol": "protocol (12-epoch AdamW, best epoch)"}
+
+
+def _num(v, fmt: str = ".2f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _md(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def fair_table(payload: dict) -> str:
+    """Every trained width of every trained arm at its held-out optimum, matched by each frozen arm."""
+    fair = payload["analysis"]["fair"]
+    frozen = list(fair["answers"]["fair"][0]["matches"]) if fair["answers"]["fair"] else []
+    rows = []
+    for r in fair["answers"]["fair"]:
+        cells = []
+        for f in frozen:
+            hit = r["matches"].get(f)
+            per = hit and hit["per_unit"][0]
+            cells.append("-" if hit is None else hit["text"] + (f" ({per:.3g} per unit)" if isinstance(per, float) else ""))
+        rows.append([r["trained"], str(r["width"]), f"{r['trained_acc']:.2f}", *cells])
+    return _md(["trained arm", "m", "test % (optimum)", *frozen], rows)
+
+
+def three_answers_table(payload: dict) -> str:
+    """The three answers side by side for every trained arm and width: the cheapest frozen match and the same unit's."""
+    fair = payload["analysis"]["fair"]
+    rows = []
+    for r in fair["answers"]["fair"]:
+        for name in ("fair", "test_selected", "protocol"):
+            row = next((x for x in fair["answers"][name] if (x["trained"], x["width"]) == (r["trained"], r["width"])), None)
+            if row is None:
+                continue
+            texts = [row["matches"][f]["text"] if f in row["matches"] else "-" for f in r["matches"]]
+            rows.append([r["trained"], str(r["width"]), NAMES[name], f"{row['trained_acc']:.2f}", *texts])
+    return _md(["trained arm", "m", "answer", "trained %", *r["matches"]] if fair["answers"]["fair"] else [], rows)
+
+
+def optimum_table(payload: dict) -> str:
+    """Per trained arm and width: the protocol's best/final accuracy, the held-out choice, the refits' test accuracy."""
+    optimum = payload["optimum"]
+    proto = {(a["arm"], int(w)): c for a in payload["arms"] for w, c in a["cells"].items()}
+    rows = []
+    for arm, a in optimum["arms"].items():
+        for w, c in sorted(a["cells"].items(), key=lambda kv: int(kv[0])):
+            if not c["n"]:
+                continue
+            p = proto.get((arm, int(w)), {})
+            rows.append([arm, w, f"{_num(p.get('mean'))} / {_num(p.get('final_mean'))}", f"{c['lr']:g}",
+                         ", ".join(str(e) for e in c["epochs"]), _num(c["held_out"]),
+                         f"{_num(c['test_acc'])} ± {_num(c['std'])}", _num(c["test_selected"].get("test_acc"))])
+    return _md(["trained arm", "m", "protocol best / final %", "rate", "epochs (seeds 0,1,2)", "held-out %",
+                "test % (refit)", "best test % (chosen on test)"], rows)
+
+
+def convex_table(payload: dict) -> str:
+    """Per frozen arm and width: the convex optimum's test accuracy (mean ± std) at the refined lambda."""
+    convex = payload["convex"]
+    widths = convex.get("partial", {}).get("widths") or payload["plan"]["widths"]
+    rows = []
+    for arm, a in convex["arms"].items():
+        cells = []
+        for w in widths:
+            c = a["cells"].get(str(w)) or {}
+            lam = a["lambdas"].get(str(w))
+            capped = "*" if c and not c.get("converged") and any(
+                r["stop"] == "max_iter" for r in convex["runs"] if r["config"]["arm"] == arm and r["config"]["width"] == w) else ""
+            cells.append(f"{_num(c.get('mean'))} ± {_num(c.get('std'))}{capped} ({lam:g})" if c.get("mean") is not None
+                         else "-")
+        rows.append([arm, *cells])
+    return _md(["arm", *[f"m={w}" for w in widths]], rows)
+
+
+def refinement_table(payload: dict) -> str:
+    """Per frozen arm and width: the walk's lambda and held-out accuracy, the refined one's, and the best tried."""
+    convex = payload["convex"]
+    walks = {(c["config"]["arm"], c["config"]["width"]): c for c in convex["choices"]}
+    rows = []
+    for r in sorted(convex.get("refinements", []), key=lambda r: (r["config"]["arm"], r["config"]["width"])):
+        key = (r["config"]["arm"], r["config"]["width"])
+        walk = walks[key]
+        chosen = {**walk["selection"], **r["selection"]}[repr(r["lambda"])]
+        rows.append([key[0], str(key[1]), f"{walk['lambda']:g}: {walk['selection'][repr(walk['lambda'])]:.2f}",
+                     ", ".join(f"{float(k):g}: {v:.2f}" for k, v in sorted(r["selection"].items(), key=lambda kv: -float(kv[0]))),
+                     f"{r['lambda']:g}: {chosen:.2f}", f"{r['best'] - chosen:.2f}"])
+    return _md(["arm", "m", "walk's lambda: held-out %", "half-decade neighbours", "chosen", "best - chosen"], rows)
+
+
+def cost_table(payload: dict) -> str:
+    """What the fair matches cost: trained weights against the frozen bank's fixed weights plus its head, and
+    the forward pass's FLOPs per image, for every trained width's cheapest match inside the sweep."""
+    fair = payload["analysis"]["fair"]
+    rows = []
+    for r in fair["answers"]["fair"]:
+        found = [(m["width"], f, m) for f, m in r["matches"].items() if isinstance(m["width"], float) and m.get("params")]
+        if not found:
+            continue
+        width, f, m = min(found)
+        p, fl = m["params"], m["flops"]
+        rows.append([f"{r['trained']} m={r['width']}", f"{f} m={width:,.0f}", f"{p['trained']:,.0f}",
+                     f"{p['frozen_fixed']:,.0f} + {p['frozen_trained']:,.0f}", f"{fl['trained'] / 1e6:.2f}",
+                     f"{fl['frozen'] / 1e6:.2f}"])
+    return _md(["trained", "cheapest frozen match", "trained weights", "frozen: fixed + trained head",
+                "trained MFLOPs/image", "frozen MFLOPs/image"], rows)
+
+
+TABLES = {"fair-answer": fair_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
+          "convex-optimum": convex_table, "refinement": refinement_table, "cost": cost_table}
+
+
+def render(page: str, payload: dict) -> str:
+    """``page`` with every generated block replaced by its table. Raises: KeyError for an unknown table name."""
+    return BLOCK.sub(lambda m: m.group(1) + TABLES[m.group(2)](payload) + m.group(4), page)
+
+
+def main(argv=None) -> int:
+    from lazylab.errors import LazylabError
+    from lazylab.reference import load_reference, reference_path
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md differs from the reference's tables")
+    ap.add_argument("--page", type=Path, default=PAGE)
+    args = ap.parse_args(argv)
+    try:
+        payload = load_reference(reference_path())["payload"]
+        page = args.page.read_text()
+        names = [m.group(2) for m in BLOCK.finditer(page)]
+        unknown = [n for n in names if n not in TABLES]
+        if unknown:
+            raise LazylabError(f"{args.page}: unknown table {unknown[0]!r}; tables: {', '.join(TABLES)}")
+        new = render(page, payload)
+    except (LazylabError, OSError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = [n for n, a, b in zip(names, BLOCK.findall(page), BLOCK.findall(new)) if a != b]
+        if stale:
+            print(f"{args.page}: stale tables: {', '.join(stale)} (run scripts/results_tables.py)", file=sys.stderr)
+            return 1
+        print(f"{args.page}: {len(names)} tables match the reference")
+        return 0
+    args.page.write_text(new)
+    print(f"wrote {len(names)} tables into {args.page}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
