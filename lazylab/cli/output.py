@@ -269,6 +269,8 @@ def fair_parts(fair: dict | None) -> list:
             per = hit["per_unit"][0]
             table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), f, hit["text"],
                           f"{per:.3g}" if isinstance(per, float) else "-")
+    add_notes(table, [f"{arm}: {n} of {total} readouts stop at the iteration cap, so its accuracies are lower bounds "
+                      "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n])
     parts.append(table)
     first = fair["answers"]["fair"][0]
     side = Table(title=f"how the choices move it: {first['width']} trained {first['trained'].rsplit('-', 1)[0]} "

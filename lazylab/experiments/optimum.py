@@ -457,7 +457,8 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
       ``arms`` the ladder's arms; ``x_ref`` ``(>= 128, 784)`` training images for ``network_cost`` (None: no
       costs).
     Returns: ``{"sweep", "level", "answers": {"fair" | "test_selected" | "protocol": [row]}, "costs": {arm:
-      network_cost}, "sentence", "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
+      network_cost}, "capped": {frozen arm: [readouts stopped by the iteration cap, readouts]}, "sentence",
+      "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
       "matches": {frozen arm: match + "per_unit": [point, low, high] / width | None, "params", "flops"}}``.
     """
     from lazylab import exchange as ex
@@ -499,7 +500,11 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
                     row["matches"][f.name] = hit
                 rows.append(row)
         answers[name] = rows
-    return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs,
+    # A readout stopped by the iteration cap is short of its optimum: its accuracy a lower bound.
+    used = [r for r in convex["runs"] if not r.get("missing") and r["config"]["width"] in widths]
+    capped = {f.name: [sum(r["stop"] == "max_iter" for r in used if r["config"]["arm"] == f.name),
+                       sum(r["config"]["arm"] == f.name for r in used)] for f in frozen_arms}
+    return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs, "capped": capped,
             "sentence": fair_sentence(answers["fair"], widths),
             "method": FAIR_METHOD.format(budget=optimum["budget"], images=f"{result.plan['train_size']:,}")}
 
