@@ -419,7 +419,7 @@ def _optimum(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     grid (plus ``OPTIMUM_EXTENSION_RATES``) x seed as selection runs on the fitted images, priced at the whole
     budget with a second evaluation an epoch, then a refit per seed at ``REFIT_SHARE`` of it on every image.
     Once a width's choice is settled in the memo its refits are looked up under their own keys."""
-    from lazylab.experiments.optimum import (MAX_WIDTH, choose, optimum_budget, refit_config, select_config)
+    from lazylab.experiments.optimum import MAX_WIDTH, choose, optimum_budget, refit_config, select_config
 
     rows, seconds, pending = [], 0.0, []
     budget = optimum_budget(plan.epochs)
@@ -431,7 +431,6 @@ def _optimum(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
             records = [ws.memo.get_record(c.key()) for c in cfgs]
             stored = [isinstance(r, dict) and r.get("config") == json.loads(c.canonical()) for c, r in zip(cfgs, records)]
             rows_here = [_row("optimum", arm.name, width, c.seed, c.lr, c.key(), s) for c, s in zip(cfgs, stored)]
-            rows_here = [{**r, "phase": "optimum"} for r in rows_here]
             todo = [c for c, s in zip(cfgs, stored) if not s]
             share = 1 + OPTIMUM_EXTENSION_RATES / len(grid)
             each = _selection_s(pricer, arm, width, len(plan.seeds), budget, cfgs[0].train_size - cfgs[0].holdout)
