@@ -19,8 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results.md"
 BLOCK = re.compile(r"(<!-- table: ([a-z-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
-NAMES = {"fair": "fair (both at held-out optimum)", "test_selected": "trained side chosen on test",
-         "protocol": "protocol (12-epoch AdamW, best epoch)"}
+NAMES = {"fair": "fair: both sides at their held-out optimum",
+         "test_selected": "trained optimum chosen on the test set",
+         "trained_protocol": "trained side read by the protocol (12 epochs, best on test), frozen at its optimum",
+         "protocol": "protocol: both sides 12-epoch AdamW, best epoch on test"}
 
 
 def _num(v, fmt: str = ".2f") -> str:
@@ -52,7 +54,7 @@ def three_answers_table(payload: dict) -> str:
     fair = payload["analysis"]["fair"]
     rows = []
     for r in fair["answers"]["fair"]:
-        for name in ("fair", "test_selected", "protocol"):
+        for name in NAMES:
             row = next((x for x in fair["answers"][name] if (x["trained"], x["width"]) == (r["trained"], r["width"])), None)
             if row is None:
                 continue
@@ -129,7 +131,12 @@ def cost_table(payload: dict) -> str:
                 "trained MFLOPs/image", "frozen MFLOPs/image"], rows)
 
 
-TABLES = {"fair-answer": fair_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
+def sentence(payload: dict) -> str:
+    """The fair answer in plain words (``experiments.optimum.fair_sentence``), as a quotation."""
+    return "> " + payload["analysis"]["fair"]["sentence"] + "\n"
+
+
+TABLES = {"sentence": sentence, "fair-answer": fair_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
           "convex-optimum": convex_table, "refinement": refinement_table, "cost": cost_table}
 
 
@@ -145,9 +152,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md differs from the reference's tables")
     ap.add_argument("--page", type=Path, default=PAGE)
+    ap.add_argument("--reference", type=Path, default=None, help=f"[default: {reference_path()}]")
     args = ap.parse_args(argv)
     try:
-        payload = load_reference(reference_path())["payload"]
+        payload = load_reference(args.reference or reference_path())["payload"]
         page = args.page.read_text()
         names = [m.group(2) for m in BLOCK.finditer(page)]
         unknown = [n for n in names if n not in TABLES]

@@ -250,7 +250,7 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
 
 
 ANSWER_NAMES = {"fair": "fair (held-out optimum)", "test_selected": "trained side chosen on test",
-                "protocol": "protocol (12-epoch AdamW)"}
+                "trained_protocol": "trained side read by the protocol", "protocol": "protocol (12-epoch AdamW)"}
 
 
 def fair_parts(fair: dict | None) -> list:
@@ -270,7 +270,9 @@ def fair_parts(fair: dict | None) -> list:
             table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), f, hit["text"],
                           f"{per:.3g}" if isinstance(per, float) else "-")
     add_notes(table, [f"{arm}: {n} of {total} readouts stop at the iteration cap, so its accuracies are lower bounds "
-                      "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n])
+                      "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n]
+              + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} arm-widths, from "
+                  f"{fair['unrefined'][0][0]} m={fair['unrefined'][0][1]}"] if fair.get("unrefined") else []))
     parts.append(table)
     first = fair["answers"]["fair"][0]
     side = Table(title=f"how the choices move it: {first['width']} trained {first['trained'].rsplit('-', 1)[0]} "

@@ -451,14 +451,16 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
       (``run_optimum``); frozen side = the convex readout at the refined held-out lambda (``run_convex_ladder``).
     * ``test_selected``: the trained side's best test accuracy over the selection runs' epochs and rates (what
       choosing on the test set gives; the frozen side as in ``fair``).
+    * ``trained_protocol``: the trained side as the protocol reads it (12-epoch ``best_acc``, its epoch chosen on
+      the test set), the frozen side at its optimum: the answer before the trained side had an optimum.
     * ``protocol``: both sides as SPEC section 5 reads them, 12-epoch constant-rate AdamW ``best_acc``.
 
     Args: ``result`` a ``LadderResult``; ``convex`` from ``run_convex_ladder``; ``optimum`` from ``run_optimum``;
       ``arms`` the ladder's arms; ``x_ref`` ``(>= 128, 784)`` training images for ``network_cost`` (None: no
       costs).
-    Returns: ``{"sweep", "level", "answers": {"fair" | "test_selected" | "protocol": [row]}, "costs": {arm:
-      network_cost}, "capped": {frozen arm: [readouts stopped by the iteration cap, readouts]}, "sentence",
-      "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
+    Returns: ``{"sweep", "level", "answers": {"fair" | "test_selected" | "trained_protocol" | "protocol": [row]}, "costs": {arm:
+      network_cost}, "capped": {frozen arm: [readouts stopped by the iteration cap, readouts]}, "unrefined":
+      [[frozen arm, width], ...] (its lambda the walk's, the refinement not computed yet), "sentence", "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
       "matches": {frozen arm: match + "per_unit": [point, low, high] / width | None, "params", "flops"}}``.
     """
     from lazylab import exchange as ex
@@ -475,7 +477,8 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
         for w, cell in optimum["arms"][a.name]["cells"].items():
             if cell.get("test_selected", {}).get("per_seed"):
                 peeked.setdefault(a.name, {})[int(w)] = cell["test_selected"]["per_seed"]
-    sides = {"fair": (fits, convex_seeds), "test_selected": (peeked, convex_seeds), "protocol": (protocol, protocol)}
+    sides = {"fair": (fits, convex_seeds), "test_selected": (peeked, convex_seeds),
+             "trained_protocol": (protocol, convex_seeds), "protocol": (protocol, protocol)}
     costs = {a.name: network_cost(a, x_ref) for a in trained_arms + frozen_arms} if x_ref is not None else {}
     answers = {}
     for name, (trained, frozen) in sides.items():
@@ -505,6 +508,7 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
     capped = {f.name: [sum(r["stop"] == "max_iter" for r in used if r["config"]["arm"] == f.name),
                        sum(r["config"]["arm"] == f.name for r in used)] for f in frozen_arms}
     return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs, "capped": capped,
+            "unrefined": convex.get("unrefined") or [],
             "sentence": fair_sentence(answers["fair"], widths),
             "method": FAIR_METHOD.format(budget=optimum["budget"], images=f"{result.plan['train_size']:,}")}
 
