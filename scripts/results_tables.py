@@ -50,14 +50,17 @@ def fair_table(payload: dict) -> str:
 
 
 def three_answers_table(payload: dict) -> str:
-    """The three answers side by side for every trained arm and width: the cheapest frozen match and the same unit's."""
+    """The readings side by side (``NAMES``) for every trained arm and width where one of them finds a match inside
+    the sweep (elsewhere every reading says ``> widest``)."""
     fair = payload["analysis"]["fair"]
     rows = []
     for r in fair["answers"]["fair"]:
-        for name in NAMES:
-            row = next((x for x in fair["answers"][name] if (x["trained"], x["width"]) == (r["trained"], r["width"])), None)
-            if row is None:
-                continue
+        readings = [(name, next((x for x in fair["answers"][name]
+                                 if (x["trained"], x["width"]) == (r["trained"], r["width"])), None)) for name in NAMES]
+        readings = [(name, row) for name, row in readings if row is not None]
+        if all(m["width"] == "beyond" for _, row in readings for m in row["matches"].values()):
+            continue
+        for name, row in readings:
             texts = [row["matches"][f]["text"] if f in row["matches"] else "-" for f in r["matches"]]
             rows.append([r["trained"], str(r["width"]), NAMES[name], f"{row['trained_acc']:.2f}", *texts])
     return _md(["trained arm", "m", "answer", "trained %", *r["matches"]] if fair["answers"]["fair"] else [], rows)
@@ -131,12 +134,123 @@ def cost_table(payload: dict) -> str:
                 "trained MFLOPs/image", "frozen MFLOPs/image"], rows)
 
 
+def _widths(payload: dict) -> list[int]:
+    return list(payload["plan"]["widths"])
+
+
+def protocol_table(payload: dict) -> str:
+    """The protocol ladder: best_acc mean ± std over seeds per arm and width at the bracketed rate, ``(ku)``: k
+    seeds flagged unstable (docs/ladder.md)."""
+    rows = []
+    for a in payload["arms"]:
+        cells = []
+        for w in _widths(payload):
+            c = a["cells"].get(str(w)) or {}
+            mark = f" ({c['unstable']}u)" if c.get("unstable") else ""
+            cells.append(f"{_num(c.get('mean'))} ± {_num(c.get('std'))}{mark}" if c.get("mean") is not None else "-")
+        rows.append([a["arm"], f"{a['lr']:g}", *cells])
+    return _md(["arm", "lr", *[f"m={w}" for w in _widths(payload)]], rows)
+
+
+def bracket_table(payload: dict) -> str:
+    """Each arm's rate bracket at m = 256 (the 1se rule over seeds 0, 1, 2; ``+``: a rate beyond the grid)."""
+    rows = []
+    for a in payload["arms"]:
+        sel = a.get("selection") or {}
+        grid = set(sel.get("grid") or [])
+        rates = ", ".join(f"{'' if r['lr'] in grid else '+'}{r['lr']:g}: {_num(r['mean'])} ± {_num(r['std'])}"
+                          + (f" ({r['unstable']}u)" if r.get("unstable") else "") for r in sel.get("rates", []))
+        rows.append([a["arm"], rates, f"{sel.get('best', 0):g}", f"{sel.get('chosen', 0):g}"])
+    return _md(["arm", "rates at m = 256: mean best_acc % ± seed std", "best", "chosen"], rows)
+
+
+def published_table(payload: dict) -> str:
+    """The protocol ladder against the published points (``lazylab.published.compare``)."""
+    from lazylab.published import compare
+
+    rows = [[r["what"].replace("|", "\\|"), r["published"], r["ours"], _num(r["difference"], "+.2f"), r["verdict"],
+             r["why"] or "-"] for r in compare(payload)]
+    return _md(["published point", "published", "ours", "difference", "verdict", "why"], rows)
+
+
+def law_table(payload: dict) -> str:
+    """The ladder law ``err = floor + c m^-alpha`` of each arm's protocol curve on its climbing region."""
+    rows = []
+    for arm, f in payload["analysis"]["ladder_law"].items():
+        if "floor" not in f:
+            rows.append([arm, "-", "-", "-", "-", f.get("skipped", "-")])
+            continue
+        rows.append([arm, ",".join(map(str, f["widths"])), f"{f['floor']:.2f}", f"{f['c']:.4g}", f"{f['alpha']:.3f}",
+                     f"{f['r2']:.4f}"])
+    return _md(["arm", "widths fitted", "floor (%)", "c", "alpha", "R^2"], rows)
+
+
+def movement_table(payload: dict) -> str:
+    """``w_move_rel`` per trained arm and width (mean over seeds) and its law, the slope of log on log m."""
+    analysis = payload["analysis"]
+    rows = []
+    for arm, law in analysis["movement_law"].items():
+        per = analysis["movement"].get(arm, {})
+        rows.append([arm, f"{law['slope']:+.3f}", f"{law['r2']:.4f}",
+                     *[_num((per.get(str(w)) or {}).get("mean"), ".3f") for w in _widths(payload)]])
+    return _md(["arm", "slope", "R^2", *[f"m={w}" for w in _widths(payload)]], rows)
+
+
+def gap_table(payload: dict) -> str:
+    """Trained minus frozen best_acc (points) per pair of arms sharing unit and init."""
+    rows = []
+    for pair, g in payload["analysis"]["gap"].items():
+        rows.append([pair, *[_num(g["per_width"].get(str(w)), "+.2f") for w in _widths(payload)],
+                     str(g.get("largest_at", "-")), str(g.get("smallest_at", "-"))])
+    return _md(["pair", *[f"m={w}" for w in _widths(payload)], "largest at", "smallest at"], rows)
+
+
+def redundancy_table(payload: dict) -> str:
+    """The redundancy grid of the initial Yat banks (m = 256, 4,000 images, seeds 0, 1, 2)."""
+    rows = [[r["bank"], r["fan_in"], r["sample"], f"{r['mean_abs_corr']['mean']:.3f} ± {r['mean_abs_corr']['std']:.3f}",
+             f"{r['participation_ratio']['mean']:.1f} ± {r['participation_ratio']['std']:.1f}"]
+            for r in payload["analysis"].get("redundancy_grid") or []]
+    return _md(["bank", "fan-in", "sample", "mean abs corr off-diagonal", "participation ratio"], rows)
+
+
+STEPS = (("protocol", "trained_protocol", "the frozen readout: 12 AdamW epochs -> the convex optimum"),
+         ("trained_protocol", "test_selected", "the trained side: 12 constant-rate epochs -> its annealed optimum "
+                                               "(chosen on the test set)"),
+         ("test_selected", "fair", "the trained side's choice: on the test set -> on held-out training images, "
+                                   "refitted on all of them"))
+
+
+def moves_table(payload: dict) -> str:
+    """How each choice moves the headline (the first trained arm at its smallest width): the matching width of each
+    frozen arm before and after each step from the protocol's answer to the fair one, and the factor."""
+    answers = payload["analysis"]["fair"]["answers"]
+    head = answers["fair"][0]
+
+    def width(name, arm):
+        row = next(r for r in answers[name] if (r["trained"], r["width"]) == (head["trained"], head["width"]))
+        return row["matches"][arm]["width"], row["matches"][arm]["text"]
+
+    sweep = payload["analysis"]["fair"]["sweep"]
+    rows = []
+    for before, after, what in STEPS:
+        cells = []
+        for arm in head["matches"]:
+            (a, ta), (b, tb) = width(before, arm), width(after, arm)
+            factor = f" (x{b / a:.2g})" if isinstance(a, float) and isinstance(b, float) else ""
+            short = lambda t: t.split(" (")[0] if not t.startswith(">") else f"> {max(sweep):,}"
+            cells.append(f"{short(ta)} -> {short(tb)}{factor}")
+        rows.append([what, *cells])
+    return _md([f"step ({head['width']} trained {head['trained'].rsplit('-', 1)[0]} units)", *head["matches"]], rows)
+
+
 def sentence(payload: dict) -> str:
     """The fair answer in plain words (``experiments.optimum.fair_sentence``), as a quotation."""
     return "> " + payload["analysis"]["fair"]["sentence"] + "\n"
 
 
-TABLES = {"sentence": sentence, "fair-answer": fair_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
+TABLES = {"sentence": sentence, "fair-answer": fair_table, "moves": moves_table, "protocol": protocol_table, "brackets": bracket_table,
+          "published": published_table, "ladder-law": law_table, "movement": movement_table, "gap": gap_table,
+          "redundancy": redundancy_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
           "convex-optimum": convex_table, "refinement": refinement_table, "cost": cost_table}
 
 
