@@ -452,7 +452,7 @@ def crossing_interval(widths: Sequence[int], frozen: dict, trained: Sequence[flo
     return low, high
 
 
-def _round2(w: float) -> str:
+def round2(w: float) -> str:
     """A width to two significant figures with thousands separators: ``2,000``, ``350``, ``16``."""
     if w < 100:
         return f"{w:.0f}"
@@ -471,18 +471,18 @@ def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> s
     """
     bottom, top = min(sweep), max(sweep)
     if math.isinf(point):
-        return f"> {top:,}" + ("" if math.isinf(low) or low == 0.0 else f" (at least {_round2(low)})")
+        return f"> {top:,}" + ("" if math.isinf(low) or low == 0.0 else f" (at least {round2(low)})")
     if point == 0.0:
-        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {'> ' + f'{top:,}' if math.isinf(high) else _round2(high)})")
+        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {'> ' + f'{top:,}' if math.isinf(high) else round2(high)})")
     if low == 0.0 and math.isinf(high):
         return f"anywhere from <= {bottom} to > {top:,}"
     if low == 0.0:
-        return f"at most {_round2(high)}"
+        return f"at most {round2(high)}"
     if math.isinf(high):
-        return f"at least {_round2(low)}"
+        return f"at least {round2(low)}"
     if high / low > RANGE_RATIO:
-        return f"between {_round2(low)} and {_round2(high)}"
-    return f"about {_round2(point)} ({_round2(low)}-{_round2(high)})"
+        return f"between {round2(low)} and {round2(high)}"
+    return f"about {round2(point)} ({round2(low)}-{round2(high)})"
 
 
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:

@@ -566,6 +566,6 @@ def fair_sentence(rows: list[dict], sweep) -> str:
 
 def ex_round(x: float) -> str:
     """A ratio to two significant figures: ``120``, ``9.4``, ``1,200``."""
-    from lazylab.exchange import _round2
+    from lazylab.exchange import round2
 
-    return _round2(x) if x >= 10 else f"{x:.2g}"
+    return round2(x) if x >= 10 else f"{x:.2g}"

@@ -344,7 +344,7 @@ def answer_plot(payload: dict):
     Reads ``payload["convex"]["arms"][arm]["cells"]`` and ``payload["analysis"]["answer"]["rows"][0]``.
     Returns the ``Figure`` (not saved), or None when either is missing.
     """
-    from lazylab.exchange import crossing, crossing_interval, seed_interval
+    from lazylab.exchange import crossing, crossing_interval, round2, seed_interval
 
     convex = payload.get("convex") or {}
     analysis = payload.get("analysis") or {}
@@ -360,7 +360,7 @@ def answer_plot(payload: dict):
         per_seed.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
     if fair:  # the trained side at its held-out optimum, its interval by Welch's t (exchange.crossing_interval)
         trained, interval = first["per_seed"], crossing_interval
-        side = f"at their held-out optimum ({(payload.get('optimum') or {}).get('budget', '?')}-epoch cosine budget)"
+        side = "(held-out optimum)"
     else:  # the protocol's trained side, its interval by the seed bootstrap
         trained = [r["best_acc"] for r in payload.get("runs") or []
                    if r.get("config", {}).get("arm") == first["trained"] and r["config"].get("width") == first["width"]
@@ -392,7 +392,7 @@ def answer_plot(payload: dict):
                         solid_capstyle="butt", zorder=5)
             close = sum(1 for q in placed if abs(math.log2(point / q)) < 0.6)  # labels that would overlap it
             placed.append(point)
-            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
+            ax.annotate(round2(point), (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
                         textcoords="offset points", ha="center", va="bottom" if close % 2 == 0 else "top",
                         fontsize=9, color=st.colour, fontweight="bold")
     unit = first["trained"].rsplit("-", 1)[0]
@@ -431,6 +431,8 @@ def exchange_curve_plot(payload: dict):
     pointing up at ``widest bank / trained width`` where no bank of the sweep matches (a lower bound).
     Returns the ``Figure`` (not saved), or None without a fair answer.
     """
+    from lazylab.exchange import round2
+
     fair = (((payload.get("analysis") or {}).get("fair") or {}).get("answers") or {}).get("fair") or []
     if not fair:
         return None
@@ -441,6 +443,7 @@ def exchange_curve_plot(payload: dict):
     fig = figure((8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     frozen = list(rows[0]["matches"])
+    marks = set()  # the bound markers drawn, for the legend
     for k, arm in enumerate(frozen):
         st = _style(payload, arm)
         nudge = 2 ** (0.06 * (k - (len(frozen) - 1) / 2))  # side by side, so that bars and arrows do not hide
@@ -458,27 +461,35 @@ def exchange_curve_plot(payload: dict):
                 ax.plot([x, x], [lo, hi], color=st.colour, linewidth=4, alpha=0.35, solid_capstyle="butt")
                 if high == "beyond":
                     ax.annotate("", (x, hi * 1.8), (x, hi), arrowprops=dict(arrowstyle="->", color=st.colour, lw=1.2))
+                ax.annotate(round2(point / w), (x, point / w), xytext=(6, 0), textcoords="offset points",
+                            va="center", fontsize=8, color=st.colour, fontweight="bold")
             else:  # beyond the sweep: a lower bound; below it: an upper bound
+                marks.add(point)
                 ax.plot([x], [(top if point == "beyond" else bottom) / w], marker="^" if point == "beyond" else "v",
                         markersize=8, markerfacecolor="white", markeredgecolor=st.colour, markeredgewidth=1.6,
                         linestyle="none")
         linestyle = "-" if st.init == "random" else (0, (5, 2))
         ax.plot(xs, ys, color=st.colour, marker=st.marker, markersize=6, linestyle=linestyle, linewidth=1.5,
                 label=f"{arm}" if xs else f"{arm}: none in the sweep")
-    ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
     from matplotlib.lines import Line2D
 
     handles = ax.get_legend_handles_labels()[0] + [
-        Line2D([], [], color="0.4", linewidth=4, alpha=0.35, label="95 % interval over seeds (arrow: open end)"),
-        Line2D([], [], color="0.4", marker="^", markerfacecolor="white", linestyle="none", markersize=8,
-               label=f"no frozen bank up to {top:,} matches: more than this"),
-        Line2D([], [], color="0.4", marker="v", markerfacecolor="white", linestyle="none", markersize=8,
-               label=f"even {bottom} frozen units match: at most this")]
+        Line2D([], [], color="0.4", linewidth=4, alpha=0.35, label="95 % interval over seeds (arrow: open end)")]
+    if "beyond" in marks:
+        handles.append(Line2D([], [], color="0.4", marker="^", markerfacecolor="white", linestyle="none", markersize=8,
+                              label=f"no frozen bank up to {top:,} matches: more than this"))
+    if "below" in marks:
+        handles.append(Line2D([], [], color="0.4", marker="v", markerfacecolor="white", linestyle="none", markersize=8,
+                              label=f"even {bottom} frozen units match: at most this"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
+    low, high = ax.get_ylim()
+    ax.set_ylim(low / 1.5, high * 2.2)  # room for the open ends' arrows
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks([r["width"] for r in rows], [str(r["width"]) for r in rows])
     ax.set_xlabel(f"trained width m ({trained})")
     ax.set_ylabel("frozen units per trained unit")
