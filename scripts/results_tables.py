@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""Write the tables of docs/results.md from the shipped reference (lazylab/reference/paper.json).
+"""Write the tables of docs/results.md and docs/convex.md from the shipped reference (lazylab/reference/paper.json).
 
-    .venv/bin/python scripts/results_tables.py            # rewrite every generated table in docs/results.md
+    .venv/bin/python scripts/results_tables.py            # rewrite every generated table in those pages
     .venv/bin/python scripts/results_tables.py --check    # exit 1 if a table differs from the reference's
 
-Each table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->`` in the page; the prose around them
+Each table sits between ``<!-- table: NAME -->`` and ``<!-- /table -->`` in a page; the prose around them
 is written by hand. tests/test_reference.py runs ``--check``, so a table cannot go stale: a new reference
 means running this script. Exit 2 with one line on any error.
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "results.md"
+PAGES = (ROOT / "docs" / "results.md", ROOT / "docs" / "convex.md")
 BLOCK = re.compile(r"(<!-- table: ([a-z-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 NAMES = {"fair": "fair: both sides at their held-out optimum",
          "test_selected": "trained optimum chosen on the test set",
@@ -243,6 +243,24 @@ def moves_table(payload: dict) -> str:
     return _md([f"step ({head['width']} trained {head['trained'].rsplit('-', 1)[0]} units)", *head["matches"]], rows)
 
 
+def lambda_table(payload: dict) -> str:
+    """Per frozen arm, the penalty its cells use at each width (the refined choice, runs of equal ones merged)."""
+    convex = payload["convex"]
+    unrefined = {tuple(x) for x in convex.get("unrefined", [])}
+    rows = []
+    for arm, a in convex["arms"].items():
+        runs: list[list] = []
+        for w in sorted(int(k) for k in a["lambdas"]):
+            lam = a["lambdas"][str(w)]
+            text = f"{lam:g}" + (" (walk)" if (arm, w) in unrefined else "")
+            if runs and runs[-1][0] == text:
+                runs[-1][2] = w
+            else:
+                runs.append([text, w, w])
+        rows.append([arm, ", ".join(f"{t} ({a}{'' if a == b else f'-{b}'})" for t, a, b in runs)])
+    return _md(["arm", "lambda per width (seed 0's bank, held-out images; (walk): refinement not computed yet)"], rows)
+
+
 def sentence(payload: dict) -> str:
     """The fair answer in plain words (``experiments.optimum.fair_sentence``), as a quotation."""
     return "> " + payload["analysis"]["fair"]["sentence"] + "\n"
@@ -250,7 +268,7 @@ def sentence(payload: dict) -> str:
 
 TABLES = {"sentence": sentence, "fair-answer": fair_table, "moves": moves_table, "protocol": protocol_table, "brackets": bracket_table,
           "published": published_table, "ladder-law": law_table, "movement": movement_table, "gap": gap_table,
-          "redundancy": redundancy_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
+          "redundancy": redundancy_table, "lambdas": lambda_table, "three-answers": three_answers_table, "trained-optimum": optimum_table,
           "convex-optimum": convex_table, "refinement": refinement_table, "cost": cost_table}
 
 
@@ -265,30 +283,34 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md differs from the reference's tables")
-    ap.add_argument("--page", type=Path, default=PAGE)
+    ap.add_argument("--page", type=Path, action="append", default=None, help="a page [default: docs/results.md, "
+                    "docs/convex.md]")
     ap.add_argument("--reference", type=Path, default=None, help=f"[default: {reference_path()}]")
     args = ap.parse_args(argv)
+    stale_pages = 0
     try:
         payload = load_reference(args.reference or reference_path())["payload"]
-        page = args.page.read_text()
-        names = [m.group(2) for m in BLOCK.finditer(page)]
-        unknown = [n for n in names if n not in TABLES]
-        if unknown:
-            raise LazylabError(f"{args.page}: unknown table {unknown[0]!r}; tables: {', '.join(TABLES)}")
-        new = render(page, payload)
+        for path in args.page or PAGES:
+            page = path.read_text()
+            names = [m.group(2) for m in BLOCK.finditer(page)]
+            unknown = [n for n in names if n not in TABLES]
+            if unknown:
+                raise LazylabError(f"{path}: unknown table {unknown[0]!r}; tables: {', '.join(TABLES)}")
+            new = render(page, payload)
+            if args.check:
+                stale = [n for n, a, b in zip(names, BLOCK.findall(page), BLOCK.findall(new)) if a != b]
+                if stale:
+                    print(f"{path}: stale tables: {', '.join(stale)} (run scripts/results_tables.py)", file=sys.stderr)
+                    stale_pages += 1
+                else:
+                    print(f"{path}: {len(names)} tables match the reference")
+            else:
+                path.write_text(new)
+                print(f"wrote {len(names)} tables into {path}")
     except (LazylabError, OSError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.check:
-        stale = [n for n, a, b in zip(names, BLOCK.findall(page), BLOCK.findall(new)) if a != b]
-        if stale:
-            print(f"{args.page}: stale tables: {', '.join(stale)} (run scripts/results_tables.py)", file=sys.stderr)
-            return 1
-        print(f"{args.page}: {len(names)} tables match the reference")
-        return 0
-    args.page.write_text(new)
-    print(f"wrote {len(names)} tables into {args.page}")
-    return 0
+    return 1 if stale_pages else 0
 
 
 if __name__ == "__main__":
