@@ -19,9 +19,10 @@ convex readout gives the frozen side (``lazylab.experiments.convex``), so the tw
 3. **Refits** (``RefitConfig``): each seed trained again on every training image at the chosen rate, for
    its chosen epoch count under the same schedule, and its test accuracy read once, at the end.
 
-This is the protocol of Geiger et al. (2020), "Disentangling feature and lazy training in deep neural
-networks", section 2 (every hyperparameter of both regimes chosen on a validation split, the test set
-read once), with the refit on all training images as the convex readout does at its chosen lambda.
+This is how the field compares the lazy and the trained regimes (e.g. Geiger et al. 2020, "Disentangling
+feature and lazy training in deep neural networks"): every hyperparameter of both sides chosen on a
+validation split, the test set read once; the refit on all training images is what the convex readout does
+at its chosen lambda.
 Not chosen: weight decay (the protocol's 1e-4), batch (256) and the schedule's shape.
 """
 
@@ -46,8 +47,6 @@ SCHEDULE = "cosine"
 MAX_WIDTH = 256  # the trained widths the answer compares (16-256); wider ones cost more than they tell
 MAX_EXTEND = 2  # half-decade steps beyond the arm's grid, per width
 OPTIMUM_VERSION = 1  # bump when the selection runs, refits or their records change meaning
-
-
 PROTOCOL_EPOCHS = 12  # SPEC section 5: the budget scales with a ladder's epochs against these
 
 
