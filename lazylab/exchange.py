@@ -487,12 +487,16 @@ def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> s
 
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:
     """One frozen arm's match for one trained accuracy: ``crossing`` of the frozen means at the trained mean and
-    ``crossing_interval``. Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same
+    ``crossing_interval`` (none with one seed a side: ``"about 490 (one seed: no interval)"``). Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same
     convention), "text": match_text(...), "range": whether only a range is worth reading}``."""
     plain = lambda w: "below" if w == 0.0 else "beyond" if math.isinf(w) else w
     accs = [a for a in trained if a is not None]
     means = [float(np.mean(frozen[w])) if frozen.get(w) else None for w in widths]
     point = crossing(widths, means, float(np.mean(accs)))
+    if len(accs) < 2 or all(len(frozen.get(w) or []) < 2 for w in widths):  # no seed spread to propagate
+        text = match_text(point, point, point, widths)
+        return {"width": plain(point), "interval": [plain(point), plain(point)], "range": False,
+                "text": text.split(" (")[0] + (" (one seed: no interval)" if 0 < point < math.inf else "")}
     low, high = crossing_interval(widths, frozen, accs, level)
     spread = low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO)
     return {"width": plain(point), "interval": [plain(low), plain(high)],

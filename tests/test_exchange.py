@@ -398,3 +398,13 @@ def test_the_interval_widens_with_the_seed_spread_and_reads_a_flat_stretch_as_a_
     assert match(widths, steep, [85.0, 85.1, 84.9])["text"].startswith("about ")
     beyond = match(widths, steep, [91.0, 91.1, 90.9])
     assert beyond["width"] == "beyond" and beyond["text"].startswith("> 4,096")
+
+
+def test_one_seed_a_side_gives_the_crossing_without_an_interval():
+    from lazylab.exchange import match
+
+    widths = [16, 64, 256, 1024]
+    one = {16: [70.0], 64: [80.0], 256: [85.0], 1024: [88.0]}
+    hit = match(widths, one, [86.0])  # between 256 (85 %) and 1024 (88 %): a third of the way in log m
+    assert hit["width"] == pytest.approx(256 * 4 ** (1 / 3)) and hit["text"] == "about 410 (one seed: no interval)"
+    assert match(widths, one, [89.0])["text"] == "> 1,024"
