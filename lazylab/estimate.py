@@ -28,6 +28,8 @@ The ladder's figures are checked against measured ladders by ``bench/estimate.py
 from __future__ import annotations
 
 import os
+import dataclasses
+import json
 from dataclasses import asdict, dataclass, field
 
 from lazylab.calibration import Calibration, calibration, calibration_path
@@ -91,6 +93,12 @@ CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 2.7e-7, 1.2e-9
 # 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
 CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
 CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
+# A width's refinement (experiments.convex.refine_lambda): two solves on 50,000 images, the first from zeros.
+REFINE_SOLVES = 2.5
+# The trained optimum (experiments.optimum): a selection run is priced at its whole budget (early stopping
+# only shortens it) with two evaluations an epoch (held-out and test images), its grid with this many more
+# rates for the extensions, and a refit at this share of the budget.
+OPTIMUM_EXTENSION_RATES, REFIT_SHARE = 1.0, 0.8
 
 
 def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
@@ -346,8 +354,9 @@ def convex_solve_s(width: int, rows: int, evaluations: float) -> float:
 
 def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
     """``run_convex_ladder``'s jobs: per frozen arm and width the choice of lambda (seed 0's features, ``CHOICE_SOLVES``
-    solves), then every seed (its features, one solve on every image), at ``convex_evaluations`` evaluations a solve."""
-    from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config
+    solves) and its refinement (``REFINE_SOLVES``), then every seed (its features, one solve on every image), at
+    ``convex_evaluations`` evaluations a solve."""
+    from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config, refine_config
 
     rows, seconds, pending = [], 0.0, []
     for arm in (a for a in plan.arms if not a.trained):
@@ -366,6 +375,22 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                 row["seconds"] = round(s, 3)
                 seconds += s
             rows.append(row)
+            refined = None
+            if lam is not None:
+                rcfg = refine_config(lcfg, choice)
+                refinement = ws.memo.get_record(rcfg.key())
+                refined = refinement.get("lambda") if isinstance(refinement, dict) else None
+            row = _row("convex-refine", arm.name, width, lcfg.seed, None, rcfg.key() if lam is not None else None,
+                       refined is not None)
+            if refined is None:
+                if lam is not None:  # chosen, not yet refined: its cells' penalty is not known
+                    pending.append(f"{arm.name} m={width}")
+                s = REFINE_SOLVES * convex_solve_s(width, plan.train_size - lcfg.holdout,
+                                                   convex_evaluations(width, arm.unit.name, data_seeded))
+                row["seconds"] = round(s, 3)
+                seconds += s
+            rows.append(row)
+            lam = refined
             for seed in plan.seeds:
                 cfg = convex_config(ws, arm, width, seed, lam or 0.0, plan.train_size, plan.fan_in)
                 stored = lam is not None and cfg.key() in ws.memo
@@ -379,6 +404,79 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
     notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
              f"{pending[0]}), so their readouts count as to compute"] if pending else []
     return rows, seconds, notes
+
+
+def convex_cell_rows(ws, cells: list, pricer: Pricer) -> tuple[list, float, list]:
+    """Rows of convex readouts ``[(arm, ConvexConfig), ...]`` (their bank's features and one solve on every image
+    each, at ``convex_evaluations``), those in the memo at no cost."""
+    rows, seconds = [], 0.0
+    for arm, cfg in cells:
+        row = _row("convex", arm.name, cfg.width, cfg.seed, None, cfg.key(), cfg.key() in ws.memo)
+        if not row["in_memo"]:
+            data_seeded = arm.unit.name == "yat" and arm.init == "data"
+            s = pricer.bank_s((arm.name, cfg.width, cfg.seed, cfg.train_size, cfg.fan_in), cfg.width, cfg.train_size)
+            s += convex_solve_s(cfg.width, cfg.train_size, convex_evaluations(cfg.width, arm.unit.name, data_seeded))
+            row["seconds"] = round(s, 3)
+            seconds += s
+        rows.append(row)
+    return rows, seconds, []
+
+
+def _optimum(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
+    """``run_optimum``'s runs for the plan's trained arms at widths up to ``optimum.MAX_WIDTH``: every rate of the
+    grid (plus ``OPTIMUM_EXTENSION_RATES``) x seed as selection runs on the fitted images, priced at the whole
+    budget with a second evaluation an epoch, then a refit per seed at ``REFIT_SHARE`` of it on every image.
+    Once a width's choice is settled in the memo its refits are looked up under their own keys."""
+    from lazylab.experiments.optimum import MAX_WIDTH, choose, optimum_budget, refit_config, select_config
+
+    rows, seconds, pending = [], 0.0, []
+    budget = optimum_budget(plan.epochs)
+    for arm in (a for a in plan.arms if a.trained):
+        grid = list(arm.unit.grid(True))
+        for width in (w for w in plan.widths if w <= MAX_WIDTH):
+            cfgs = [select_config(ws, arm, width, s, lr, plan.train_size, plan.fan_in, budget)
+                    for lr in grid for s in plan.seeds]
+            records = [ws.memo.get_record(c.key()) for c in cfgs]
+            stored = [isinstance(r, dict) and r.get("config") == json.loads(c.canonical()) for c, r in zip(cfgs, records)]
+            rows_here = [_row("optimum", arm.name, width, c.seed, c.lr, c.key(), s) for c, s in zip(cfgs, stored)]
+            todo = [c for c, s in zip(cfgs, stored) if not s]
+            share = 1 + OPTIMUM_EXTENSION_RATES / len(grid)
+            each = _selection_s(pricer, arm, width, len(plan.seeds), budget, cfgs[0].train_size - cfgs[0].holdout)
+            for r in rows_here:
+                if not r["in_memo"]:
+                    r["seconds"] = round(each * share, 3)
+                    seconds += r["seconds"]
+            choice = choose(records) if not todo else None
+            if choice is not None and choice["edge"]:
+                choice = None  # an extension is due: the rate is not settled yet
+            for c in cfgs[:len(plan.seeds)]:
+                epochs = choice["epochs"].get(c.seed) if choice else None
+                fit = refit_config(dataclasses.replace(c, lr=choice["lr"]), epochs) if epochs else None
+                stored_fit = fit is not None and fit.key() in ws.memo
+                row = _row("optimum-refit", arm.name, width, c.seed, choice and choice["lr"],
+                           fit.key() if fit else None, stored_fit)
+                if not stored_fit:
+                    row["seconds"] = round(_selection_s(pricer, arm, width, len(plan.seeds),
+                                                        epochs or max(1, int(REFIT_SHARE * budget)),
+                                                        plan.train_size, evaluations=1), 3)
+                    seconds += row["seconds"]
+                rows_here.append(row)
+            if choice is None:
+                pending.append(f"{arm.name} m={width}")
+            rows += rows_here
+    notes = [f"trained optimum: rate not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
+             f"{pending[0]}): selection runs priced at their whole {budget}-epoch budget"] if pending else []
+    return rows, seconds, notes
+
+
+def _selection_s(pricer: Pricer, arm, width: int, members: int, epochs: int, rows: int, evaluations: int = 2) -> float:
+    """Seconds per run of a group of ``members`` annealed runs of ``arm`` at ``width`` on ``rows`` images for
+    ``epochs`` epochs with ``evaluations`` 10,000-image evaluations an epoch, its compilation once per shape."""
+    cal = pricer.cal
+    s = pricer.compile_s(True, ("optimum", arm.name, width, members, rows, evaluations))
+    s += trained_group_s(cal, width, members, epochs, rows)
+    s += (evaluations - 1) * epochs * members * (N_TEST / BATCH) * cal.step_b * width / 3
+    return s / members
 
 
 def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:
@@ -484,6 +582,8 @@ def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = 
     parts = [] if readout == "convex" else [_ladder(ws, plan, pricer)]
     if readout != "adamw":
         parts.append(_convex(ws, plan, lambdas, pricer))
+    if readout == "both":
+        parts.append(_optimum(ws, plan, pricer))
     return _estimate("ladder", ws, parts, 0.0, pricer, backend)
 
 

@@ -452,7 +452,7 @@ def crossing_interval(widths: Sequence[int], frozen: dict, trained: Sequence[flo
     return low, high
 
 
-def _round2(w: float) -> str:
+def round2(w: float) -> str:
     """A width to two significant figures with thousands separators: ``2,000``, ``350``, ``16``."""
     if w < 100:
         return f"{w:.0f}"
@@ -463,30 +463,40 @@ def _round2(w: float) -> str:
 def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> str:
     """A matching width and its interval in words a table can hold.
 
-    ``"about 350 (190-690)"``; ``"between 400 and 2,800"`` when the interval spans more than ``RANGE_RATIO``
-    (a flat stretch of the curve: no point is worth reading); ``"<= 16"`` below the sweep; ``"> 8,192"``
-    beyond it, ``"> 8,192 (at least 3,000)"`` when the interval's lower end lies inside it.
+    ``"about 350 (190-690)"``; when the interval spans more than ``RANGE_RATIO`` or reaches past the sweep (a
+    flat stretch of the curve: no point is worth reading), the range alone: ``"between 400 and 2,800"``,
+    ``"at most 2,200"`` (the smallest bank may already match), ``"at least 3,000"``, ``"anywhere from <= 16 to
+    > 8,192"``; ``"<= 16"`` below the sweep; ``"> 8,192"`` beyond it, ``"> 8,192 (at least 3,000)"`` when the
+    interval's lower end lies inside it.
     """
     bottom, top = min(sweep), max(sweep)
-    end = lambda w: f"<= {bottom}" if w == 0.0 else f"> {top:,}" if math.isinf(w) else _round2(w)
     if math.isinf(point):
-        return f"> {top:,}" + ("" if math.isinf(low) else f" (at least {end(low)})")
+        return f"> {top:,}" + ("" if math.isinf(low) or low == 0.0 else f" (at least {round2(low)})")
     if point == 0.0:
-        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {end(high)})")
-    if low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO):
-        return f"between {end(low)} and {end(high)}" if not (low == 0.0 or math.isinf(high)) else \
-            f"about {_round2(point)} ({end(low)} to {end(high)})"
-    return f"about {_round2(point)} ({end(low)}-{end(high)})"
+        return f"<= {bottom}" + ("" if high == 0.0 else f" (up to {'> ' + f'{top:,}' if math.isinf(high) else round2(high)})")
+    if low == 0.0 and math.isinf(high):
+        return f"anywhere from <= {bottom} to > {top:,}"
+    if low == 0.0:
+        return f"at most {round2(high)}"
+    if math.isinf(high):
+        return f"at least {round2(low)}"
+    if high / low > RANGE_RATIO:
+        return f"between {round2(low)} and {round2(high)}"
+    return f"about {round2(point)} ({round2(low)}-{round2(high)})"
 
 
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:
     """One frozen arm's match for one trained accuracy: ``crossing`` of the frozen means at the trained mean and
-    ``crossing_interval``. Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same
+    ``crossing_interval`` (none with one seed a side: ``"about 490 (one seed: no interval)"``). Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same
     convention), "text": match_text(...), "range": whether only a range is worth reading}``."""
     plain = lambda w: "below" if w == 0.0 else "beyond" if math.isinf(w) else w
     accs = [a for a in trained if a is not None]
     means = [float(np.mean(frozen[w])) if frozen.get(w) else None for w in widths]
     point = crossing(widths, means, float(np.mean(accs)))
+    if len(accs) < 2 or all(len(frozen.get(w) or []) < 2 for w in widths):  # no seed spread to propagate
+        text = match_text(point, point, point, widths)
+        return {"width": plain(point), "interval": [plain(point), plain(point)], "range": False,
+                "text": text.split(" (")[0] + (" (one seed: no interval)" if 0 < point < math.inf else "")}
     low, high = crossing_interval(widths, frozen, accs, level)
     spread = low == 0.0 or math.isinf(high) or (low > 0 and high / low > RANGE_RATIO)
     return {"width": plain(point), "interval": [plain(low), plain(high)],

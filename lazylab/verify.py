@@ -201,6 +201,56 @@ def choose(doc: dict, fingerprint: str, arms: tuple[str, ...] | None = None, wid
     return Sample(runs=runs, skipped=skipped, arms=installed)
 
 
+# ----------------------------------------------------------------- the convex readouts
+CONVEX_TOLERANCE = 0.1  # points of test accuracy: a rerun convex readout within this of the reference's agrees
+CONVEX_IGNORED = ("seconds", "key", "config")
+
+
+def choose_convex(doc: dict, arms: dict, width: int = DEFAULT_WIDTH, seeds: tuple[int, ...] = DEFAULT_SEEDS) -> list:
+    """``[(reference record, ConvexConfig), ...]``: the reference's convex readouts (``payload.convex.runs``) of the
+    frozen arms among ``arms`` (name -> installed ``Arm``, the sample's) at ``width`` with a seed in ``seeds``,
+    each ``ConvexConfig`` rebuilt from its record; readouts whose unit's identity differs here are left out."""
+    from lazylab.experiments.convex import ConvexConfig
+
+    fields = {f.name for f in dataclasses.fields(ConvexConfig)}
+    picked = []
+    for r in (doc["payload"].get("convex") or {}).get("runs", []):
+        c = r["config"]
+        arm = arms.get(c["arm"])
+        if arm is None or arm.trained or c["width"] != width or c["seed"] not in seeds or c.get("plugin") != arm.plugin:
+            continue
+        cfg = ConvexConfig(**{k: v for k, v in c.items() if k in fields})
+        if cfg.key() == r["key"]:  # the same code identity and fields: the same readout
+            picked.append((r, cfg))
+    return picked
+
+
+def classify_convex(reference: dict, record: dict) -> tuple[str, float | None]:
+    """``(verdict, delta)`` of a rerun convex readout: ``identical`` when every field but timing and identity
+    is equal, ``within noise`` when its test accuracy is within ``CONVEX_TOLERANCE`` points of the reference's
+    (another CPU's BLAS rounds the products otherwise, so the solve may stop an iteration earlier or later),
+    else ``diverged``; ``delta`` in points."""
+    mine, ref = json.loads(json.dumps(record)), json.loads(json.dumps(reference))
+    delta = round(mine["test_acc"] - ref["test_acc"], 10)
+    if all(mine.get(k) == ref.get(k) for k in (set(ref) | set(mine)) - set(CONVEX_IGNORED)):
+        return "identical", delta
+    return ("within noise" if abs(delta) <= CONVEX_TOLERANCE + TOLERANCE else "diverged"), delta
+
+
+def convex_rows(picked: list, records: dict) -> list[dict]:
+    """One row per rerun convex readout: ``arm``, ``width``, ``seed``, ``lambda``, both test accuracies, ``delta``,
+    ``objective`` (both), ``stop`` (both), ``verdict``."""
+    rows = []
+    for ref, cfg in picked:
+        rec = records[cfg.key()]
+        verdict, delta = classify_convex(ref, rec)
+        rows.append({"arm": cfg.arm, "width": cfg.width, "seed": cfg.seed, "lambda": cfg.lam,
+                     "reference_acc": ref["test_acc"], "acc": rec["test_acc"], "delta": delta,
+                     "reference_objective": ref["objective"], "objective": rec["objective"],
+                     "stop": [ref["stop"], rec["stop"]], "verdict": verdict})
+    return rows
+
+
 # ----------------------------------------------------------------- the comparison
 @dataclasses.dataclass
 class Verification:
@@ -220,13 +270,14 @@ class Verification:
     arms: list
     verdict: str = ""
     exit_code: int = 0
+    convex: list = dataclasses.field(default_factory=list)  # ``convex_rows``: the convex readouts rerun
 
     def counts(self) -> dict:
         return {v: sum(r["verdict"] == v for r in self.rows) for v in VERDICTS}
 
     def to_json(self) -> dict:
-        return {"rows": self.rows, "arms": self.arms, "counts": self.counts(), "verdict": self.verdict,
-                "exit": self.exit_code}
+        return {"rows": self.rows, "arms": self.arms, "counts": self.counts(), "convex": self.convex,
+                "verdict": self.verdict, "exit": self.exit_code}
 
 
 def _arm_summary(name: str, rows: list) -> dict:
@@ -306,6 +357,11 @@ def verdict_line(result: Verification) -> str:
     skipped = _names(result.arms, "skipped")
     if skipped:
         parts.append(f"skipped (other code): {', '.join(skipped)}")
+    if result.convex:
+        same = sum(r["verdict"] == "identical" for r in result.convex)
+        close = sum(r["verdict"] == "within noise" for r in result.convex)
+        parts.append(f"convex readouts: {same} of {len(result.convex)} identical, {close} within "
+                     f"{CONVEX_TOLERANCE:g} points, {len(result.convex) - same - close} beyond")
     return "; ".join([text, *parts]) + f": exit {result.exit_code}"
 
 
@@ -320,16 +376,27 @@ def verify(ws, doc: dict, arms: tuple[str, ...] | None = None, width: int = DEFA
     """
     from lazylab.experiments import Reporter
 
+    from lazylab.experiments.convex import run_convex
+
     sample = sample or choose(doc, ws.fingerprint, arms, width, seeds)
     cells = sample.cells()
+    picked = choose_convex(doc, sample.arms, width, seeds)
     reporter = reporter or Reporter()
-    reporter.plan(len(cells))
+    reporter.plan(len(cells) + len(picked))
     records = {cfg.key(): rec for (_, cfg), rec in zip(cells, ws.run_cells(cells, reporter))}
-    return compare(sample, records, doc["payload"])
+    convex = [(sample.arms[cfg.arm], cfg) for _, cfg in picked]
+    records.update((cfg.key(), rec) for (_, cfg), rec in zip(convex, run_convex(ws, convex, reporter)))
+    result = compare(sample, records, doc["payload"])
+    result.convex = convex_rows(picked, records)
+    result.exit_code = max(result.exit_code, int(any(r["verdict"] == "diverged" for r in result.convex)))
+    result.verdict = verdict_line(result)
+    return result
 
 
-def estimate(ws, sample: Sample, cal=None):
-    """The ``lazylab.estimate.Estimate`` of rerunning ``sample`` in ``ws`` (nothing is trained)."""
+def estimate(ws, sample: Sample, cal=None, doc: dict | None = None, width: int = DEFAULT_WIDTH,
+             seeds: tuple[int, ...] = DEFAULT_SEEDS):
+    """The ``lazylab.estimate.Estimate`` of rerunning ``sample`` in ``ws`` (nothing is trained), with the convex
+    readouts of ``doc`` at ``width`` and ``seeds`` (``choose_convex``) when ``doc`` is given."""
     from lazylab import estimate as E
     from lazylab.calibration import calibration
 
@@ -340,4 +407,6 @@ def estimate(ws, sample: Sample, cal=None):
         rows, seconds = E._run_rows("verify", sample.arms[name], cfgs, True,
                                     [ws._memo_record(c) is not None for c in cfgs], pricer)
         parts.append((rows, seconds, []))
+    picked = choose_convex(doc, sample.arms, width, seeds) if doc is not None else []
+    parts.append(E.convex_cell_rows(ws, [(sample.arms[cfg.arm], cfg) for _, cfg in picked], pricer))
     return E._estimate("verify", ws, parts, 0.0, pricer)

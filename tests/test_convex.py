@@ -215,24 +215,27 @@ def test_ladder_readout_both_prints_the_wall_and_memoizes(capsys, memo_dir, tmp_
     choices = {ch["config"]["width"]: ch for ch in payload["convex"]["choices"]}  # one per width, on seed 0's bank
     assert set(choices) == {8, 16} and all(ch["config"]["seed"] == 0 for ch in choices.values())
     assert all("0.001" in ch["selection"] and set(ch["selection"]) <= {"0.001", "1e-05"} for ch in choices.values())
-    assert len(runs) == 2 and all(r["lambda"] == choices[r["config"]["width"]]["lambda"] for r in runs)
-    said = {w: f"{choices[w]['lambda']:g}" for w in (8, 16)}
+    refined = {ch["config"]["width"]: ch for ch in payload["convex"]["refinements"]}  # each choice's refinement
+    assert {w: r["coarse"] for w, r in refined.items()} == {w: ch["lambda"] for w, ch in choices.items()}
+    assert len(runs) == 2 and all(r["lambda"] == refined[r["config"]["width"]]["lambda"] for r in runs)
+    said = {w: f"{refined[w]['lambda']:g}" for w in (8, 16)}
     line = ("relu-frozen " + (f"{said[8]} (m = 8-16)" if said[8] == said[16] else f"{said[8]} (m = 8), {said[16]} (m = 16)"))
     assert "lambda per width, chosen on seed 0's bank by held-out accuracy: " + line in out.replace("\n", " ")
     again = run(capsys, *argv)
-    assert "convex readouts: 4 computed, 0 from the memo" in out  # each width's lambda choice, then its cell
+    assert "convex readouts: 6 computed, 0 from the memo" in out  # each width's lambda choice, refinement, cell
     assert again[0] == 0 and "0 computed, 4 from the memo" in again[1]
-    assert "convex readouts: 0 computed, 4 from the memo" in again[1]
+    assert "convex readouts: 0 computed, 6 from the memo" in again[1]
     assert json.loads((tmp_path / "r.json").read_text())["convex"]["runs"] == runs  # from the memo, unchanged
 
 
 @pytest.mark.slow
 def test_readout_convex_says_when_lambda_is_an_end_of_the_path(capsys, memo_dir):
-    """On a two-lambda path every choice is an end: the convex-only table says so, as the wall table does."""
+    """On a path of two penalties far too strong, the best lies past its smaller end (the refinement follows it
+    there): the convex-only table says so, as the wall table does."""
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "convex",
-                         "--lambdas", "1e-3,1e-5")
+                         "--lambdas", "10,1")
     assert code == 0, err
-    assert "lambda: an end of the path chosen in 2 of 2 readouts (--lambdas extends the path)\n" in out  # one line
+    assert "lambda: at or past an end of the path in 2 of 2 readouts (--lambdas extends the path)\n" in out  # one line
 
 
 @pytest.mark.slow
@@ -294,3 +297,28 @@ def test_runs_lists_a_choice_in_the_walks_order():
            "selection": {"0.0001": 80.5, "0.01": 81.25, "1e-06": 79.0}}
     run = run_from_record(rec, "convex-lambda")
     assert run.detail == "lambda 0.01 chosen on held-out images: 0.01 81.25 %, 0.0001 80.50 %, 1e-06 79.00 %"
+
+
+@pytest.mark.slow
+def test_refinement_fits_the_half_decade_neighbours_and_keeps_the_choice_within_the_gain(relu_features):
+    """On real ReLU features: the walk (factor 100 a step), then its refinement fits the two penalties half a decade
+    either side on the same held-out images; the refined choice's held-out accuracy is within ``gain`` points of
+    the best over walk and refinement, and a refined penalty replaces the walk's only by gaining at least that."""
+    from lazylab.experiments.convex import REFINE_GAIN, refine_config, refine_lambda
+
+    F, y, _, _ = relu_features
+    cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lambdas=(1e-1, 1e-3, 1e-5), holdout=500)
+    walk = choose_lambda(F, y, cfg)
+    ref = refine_lambda(F, y, refine_config(cfg, walk))
+    coarse = walk["lambda"]
+    assert ref["coarse"] == coarse
+    assert set(ref["selection"]) >= {repr(float(f"{coarse * 10 ** 0.5:.3g}")), repr(float(f"{coarse / 10 ** 0.5:.3g}"))}
+    every = {**walk["selection"], **ref["selection"]}
+    chosen = every[repr(ref["lambda"])]
+    assert ref["best"] == max(every.values()) and chosen >= ref["best"] - REFINE_GAIN - 1e-9
+    if ref["lambda"] != coarse:
+        assert chosen >= walk["selection"][repr(coarse)] + REFINE_GAIN - 1e-9
+    # Refining a walk that ended at the path's smallest penalty may go on below it, a half-decade a step.
+    low = refine_lambda(F, y, refine_config(cfg, {"lambda": 1e-5, "selection": {"1e-05": 0.0, "0.001": 0.0}}))
+    assert min(float(k) for k in low["selection"]) <= 1e-5 / 10 ** 0.5 * 1.01

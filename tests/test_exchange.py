@@ -7,6 +7,7 @@ import csv
 import json
 import math
 
+import numpy as np
 import pytest
 
 from lazylab import analysis as an
@@ -337,3 +338,73 @@ def test_answer_rows_pick_the_same_unit_and_the_cheapest_bank():
     text = answer_sentence(first, protocol, widths, epochs=12)
     assert text.startswith("16 trained yat units (82.0 %) = about 64 frozen gaussian units or ")
     assert "one seed: no interval" in text and "12-epoch AdamW readout" in text and "never (floor" in text
+
+
+# ------------------------------------------------------------------ the fair answer's interval
+SWEEP = [2 ** k for k in range(4, 14)]  # 16 ... 8192, the paper's widths
+
+
+def _coverage(curve, target: float, sd_frozen: float, sd_trained: float, draws: int = 1000, seed: int = 0):
+    """How often ``crossing_interval`` over three seeds a side holds the true crossing of ``curve`` at ``target``."""
+    from lazylab.exchange import crossing, crossing_interval
+
+    rng = np.random.default_rng(seed)
+    true = crossing(SWEEP, [curve(w) for w in SWEEP], target)
+    held = 0
+    for _ in range(draws):
+        frozen = {w: list(curve(w) + sd_frozen * rng.standard_normal(3)) for w in SWEEP}
+        low, high = crossing_interval(SWEEP, frozen, list(target + sd_trained * rng.standard_normal(3)))
+        held += low <= true <= high
+    return true, held / draws
+
+
+@pytest.mark.parametrize("curve, target, sd_frozen, sd_trained", [
+    (lambda m: 90 - 30 * m ** -0.35, 87.0, 0.20, 0.25),  # a crossing near 700 units
+    (lambda m: 90 - 30 * m ** -0.35, 88.5, 0.15, 0.30),  # near 5,300: a flat stretch of the curve
+    (lambda m: 88 - 10 * m ** -0.2, 84.5, 0.30, 0.30),  # near 190
+])
+def test_the_crossing_interval_covers_the_true_crossing_at_about_its_level(curve, target, sd_frozen, sd_trained):
+    """Synthetic three-seed curves with known noise (mechanics: the interval's method, not the science): the 95 %
+    interval holds the true crossing in 93-99.5 % of 1,000 draws (Welch's t is slightly conservative here)."""
+    true, rate = _coverage(curve, target, sd_frozen, sd_trained)
+    print(f"true crossing {true:.0f} units: covered in {rate:.1%} of draws")
+    assert 0.93 <= rate <= 0.995, (true, rate)
+
+
+def test_welch_degrees_of_freedom_lie_between_the_conservative_and_the_pooled():
+    from lazylab.exchange import t_quantile, welch_df
+
+    assert welch_df(0.01, 3, 0.01, 3) == pytest.approx(4.0)  # equal variances: n_a + n_b - 2
+    assert welch_df(0.01, 3, 0.0, 3) == pytest.approx(2.0)  # one side without spread: that side's n - 1
+    assert welch_df(0.0, 3, 0.0, 3) == 2.0 and welch_df(0.1, 1, 0.0, 1) == 1.0
+    assert t_quantile(2) == pytest.approx(4.303, abs=1e-3) and t_quantile(4) == pytest.approx(2.776, abs=1e-3)
+
+
+def test_the_interval_widens_with_the_seed_spread_and_reads_a_flat_stretch_as_a_range():
+    from lazylab.exchange import crossing_interval, match
+
+    widths = [256, 512, 1024, 2048, 4096]
+    steep = {256: [80, 80.1, 79.9], 512: [83, 83.1, 82.9], 1024: [86, 86.1, 85.9], 2048: [89, 89.1, 88.9],
+             4096: [90, 90.1, 89.9]}
+    low, high = crossing_interval(widths, steep, [85.0, 85.1, 84.9])
+    assert 512 < low < 800 < high < 1024  # the crossing (about 800) held tightly by a steep, quiet curve
+    noisy = {w: [a[0] - 1.0, a[1], a[2] + 1.0] for w, a in steep.items()}
+    low2, high2 = crossing_interval(widths, noisy, [84.0, 85.1, 85.9])
+    assert low2 < low and high2 > high
+    flat = {256: [85.0, 85.2, 84.8], 512: [85.1, 85.3, 84.9], 1024: [85.2, 85.4, 85.0], 2048: [85.3, 85.5, 85.1],
+            4096: [88.0, 88.2, 87.8]}
+    hit = match(widths, flat, [85.15, 85.3, 85.0])
+    assert hit["range"] and hit["text"].startswith("at most ")  # no point read off a flat stretch
+    assert match(widths, steep, [85.0, 85.1, 84.9])["text"].startswith("about ")
+    beyond = match(widths, steep, [91.0, 91.1, 90.9])
+    assert beyond["width"] == "beyond" and beyond["text"].startswith("> 4,096")
+
+
+def test_one_seed_a_side_gives_the_crossing_without_an_interval():
+    from lazylab.exchange import match
+
+    widths = [16, 64, 256, 1024]
+    one = {16: [70.0], 64: [80.0], 256: [85.0], 1024: [88.0]}
+    hit = match(widths, one, [86.0])  # between 256 (85 %) and 1024 (88 %): a third of the way in log m
+    assert hit["width"] == pytest.approx(256 * 4 ** (1 / 3)) and hit["text"] == "about 410 (one seed: no interval)"
+    assert match(widths, one, [89.0])["text"] == "> 1,024"

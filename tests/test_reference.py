@@ -74,6 +74,8 @@ def check_reference(doc: dict) -> None:
     assert set(law) == set(plan["arms"])
     if "convex" in p:
         _check_convex(p)
+    if "optimum" in p:
+        _check_optimum(p)
 
 
 def _check_convex(p: dict) -> None:
@@ -88,11 +90,18 @@ def _check_convex(p: dict) -> None:
     plan, c = p["plan"], p["convex"]
     widths = (c.get("partial") or {}).get("widths") or plan["widths"]
     choices = {(ch["config"]["arm"], ch["config"]["width"]): ch for ch in c["choices"]}
+    refined = {(r["config"]["arm"], r["config"]["width"]): r for r in c.get("refinements", [])}
     assert {arm for arm, _ in choices} == set(c["arms"])
+    # every width of the frontier is refined, or its cells sit at the walk's lambda and it is listed as unrefined
+    assert sorted(map(tuple, c.get("unrefined", []))) == sorted(k for k in choices if k not in refined
+                                                                  and k[1] in widths)
     for arm, a in c["arms"].items():
         for w in widths:
-            ch = choices[(arm, w)]
-            _check_walk(ch, c["lambda_seed"])
+            walk = choices[(arm, w)]
+            _check_walk(walk, c["lambda_seed"])
+            ch = refined.get((arm, w), walk)
+            if (arm, w) in refined:
+                _check_refinement(ch, walk)
             assert ch["lambda"] == a["lambdas"][str(w)]
             seeds = seed_indices(w, ch["config"]["seed"], plan["train_size"]) if get_arm(arm).init == "data" else []
             unseen = np.setdiff1d(np.arange(plan["train_size"] - ch["config"]["holdout"], plan["train_size"]), seeds)
@@ -114,6 +123,9 @@ def _check_convex(p: dict) -> None:
     for ch in later.values():
         assert ch["config"]["width"] not in widths and ch["config"]["arm"] in c["arms"]
         _check_walk(ch, c["lambda_seed"])
+    for r in pending.get("refinements", []):
+        _check_refinement(r, later[(r["config"]["arm"], r["config"]["width"])])
+        later[(r["config"]["arm"], r["config"]["width"])] = r
     for r in pending["runs"]:
         assert r["lambda"] == r["config"]["lam"] == later[(r["config"]["arm"], r["config"]["width"])]["lambda"]
     frozen: dict = {}
@@ -133,6 +145,61 @@ def _check_convex(p: dict) -> None:
     expected = answer_rows(trained, frozen, pairs, widths)
     got = [{k: v for k, v in r.items() if k != "protocol"} for r in p["analysis"]["answer"]["rows"]]
     assert got == json.loads(json.dumps(expected))
+
+
+def _check_refinement(r: dict, walk: dict) -> None:
+    """A refinement starts from its walk's choice, fits half-decade rungs beside it (and past an end of the path
+    only while each step gains), and keeps a penalty whose held-out accuracy is within the gain (0.1 point) of
+    the best over walk and refinement; a refined penalty replaces the walk's only by gaining at least that."""
+    from lazylab.experiments.convex import REFINE_GAIN
+
+    arm, w = r["config"]["arm"], r["config"]["width"]
+    assert r["coarse"] == r["config"]["coarse"] == walk["lambda"], (arm, w)
+    assert [list(x) for x in r["config"]["walk"]] == sorted(([float(k), v] for k, v in walk["selection"].items()),
+                                                            reverse=True)
+    rungs = {float(k) for k in r["selection"]}
+    assert {float(f"{walk['lambda'] * 10 ** 0.5:.3g}"), float(f"{walk['lambda'] / 10 ** 0.5:.3g}")} <= rungs, (arm, w)
+    every = {**walk["selection"], **r["selection"]}
+    assert r["best"] == pytest.approx(max(every.values()))
+    chosen = every[repr(r["lambda"])]
+    assert chosen >= r["best"] - REFINE_GAIN - 1e-9, (arm, w, chosen, r["best"])
+    if r["lambda"] != walk["lambda"]:
+        assert chosen >= walk["selection"][repr(walk["lambda"])] + REFINE_GAIN - 1e-9, (arm, w)
+
+
+def _check_optimum(p: dict) -> None:
+    """The trained optimum (``run_optimum``) agrees with its own records: each arm and width's rate and epochs are
+    what ``choose`` picks from its selection runs, and stay so with every test curve reversed (no choice reads
+    the test set); the refits ran at that rate for those epochs; the cell's test accuracy is the refits' mean;
+    and the fair answer's trained accuracies are those means."""
+    from lazylab.experiments.optimum import MAX_EXTEND, choose
+
+    o = p["optimum"]
+    runs = [r for r in o["runs"] + o.get("pending", {}).get("runs", [])]
+    fits = {(r["config"]["arm"], r["config"]["width"], r["config"]["seed"]): r for r in o["fits"]}
+    fair = {(r["trained"], r["width"]): r for r in p["analysis"]["fair"]["answers"]["fair"]}
+    for arm, a in o["arms"].items():
+        for w, cell in a["cells"].items():
+            mine = [r for r in runs if r["config"]["arm"] == arm and r["config"]["width"] == int(w)]
+            if not cell["n"]:
+                assert (arm, int(w)) not in fair
+                continue
+            chosen = choose(mine)
+            assert chosen == choose([{**r, "test_curve": r["test_curve"][::-1]} for r in mine]), (arm, w)
+            assert chosen["lr"] == cell["lr"], (arm, w)
+            # an end of the rates tried is chosen only once the grid (3 rates) has been extended as far as it may
+            assert chosen["edge"] is None or len(cell["rates"]) == 3 + MAX_EXTEND, (arm, w)
+            assert [chosen["epochs"][s] for s in p["plan"]["seeds"]] == cell["epochs"], (arm, w)
+            accs = []
+            for s in p["plan"]["seeds"]:
+                f = fits[(arm, int(w), s)]
+                assert f["config"]["lr"] == cell["lr"] and f["config"]["epochs"] == chosen["epochs"][s] == f["epochs"]
+                assert f["config"]["train_size"] == p["plan"]["train_size"] and "test_curve" not in f
+                accs.append(f["test_acc"])
+            assert cell["test_acc"] == pytest.approx(np.mean(accs)) == pytest.approx(fair[(arm, int(w))]["trained_acc"])
+            for r in mine:  # a selection run stopped for a stated reason, its best epoch the first best held-out
+                assert r["stop"] in ("patience", "budget", "diverged")
+                assert r["diverged"] is not None or r["best_epoch"] == int(np.argmax(r["held_out"])) + 1
 
 
 def _check_walk(ch: dict, lambda_seed: int) -> None:
@@ -181,7 +248,8 @@ def test_the_shipped_reference_is_the_whole_paper_ladder_and_agrees_with_its_rec
     if not path.is_file():
         pytest.fail(f"{path} is not in this tree: export it with `python scripts/export_reference.py --cache-dir MEMO` "
                     "from a memo holding the whole paper ladder (docs/render.md)")
-    assert path.stat().st_size < 600_000, "the reference file should stay a few hundred KB"
+    # the selection runs' per-epoch curves (50 epochs, held-out and test) are most of it
+    assert path.stat().st_size < 2_500_000, "the reference file should stay under a few MB"
     doc = load_reference()
     plan = doc["payload"]["plan"]
     assert doc["preset"] == "paper"
@@ -302,3 +370,11 @@ def test_the_export_script_refuses_an_incomplete_memo_in_one_line(tiny, tmp_path
 def test_the_reference_is_package_data():
     text = (ROOT / "pyproject.toml").read_text()
     assert '"lazylab.reference" = ["*.json"]' in text
+
+
+def test_the_results_page_holds_the_reference_s_tables():
+    """docs/results.md's tables are what scripts/results_tables.py writes from the shipped reference."""
+    spec = importlib.util.spec_from_file_location("results_tables", ROOT / "scripts" / "results_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0

@@ -85,13 +85,19 @@ def tiny(tmp_path_factory):
         arms.append({"arm": a, "plugin": get_arm(a).plugin, "lr": chosen,
                      "bracket": {repr(lr): summarise(rs)["mean"] for lr, rs in by_rate.items()},
                      "cells": {str(WIDTH): summarise(by_rate[chosen])}})
+    from lazylab.experiments.convex import convex_config, run_convex
+
+    frozen = get_arm("yat-frozen")  # one convex readout: verify reruns it beside the runs
+    convex = run_convex(ws, [(frozen, convex_config(ws, frozen, WIDTH, 0, 1e-3, TRAIN))])
     plan = {"arms": list(ARMS), "widths": [WIDTH], "seeds": list(SEEDS), "epochs": EPOCHS, "train_size": TRAIN,
             "batch": 256, "lr": None, "fan_in": "unit", "data": ws.fingerprint}
     prov = {"where": "the test machine", "when": "2026-01-02", "exported_at": "2026-01-02T00:00:00+00:00",
             "lazylab": __version__, "code": code_identity(), "command": "tests/test_verify.py", "data": ws.fingerprint,
             "runs": len(runs)}
     doc = {"schema": REFERENCE_SCHEMA, "kind": KIND, "preset": "tiny", "provenance": prov,
-           "payload": {"plan": plan, "arms": arms, "runs": runs, "analysis": {"ladder_law": {}}}}
+           "payload": {"plan": plan, "arms": arms, "runs": runs, "analysis": {"ladder_law": {}},
+                       "convex": {"lambdas": [1e-3], "tol": 1e-4, "max_iter": 1000, "holdout_fraction": "1/6",
+                                  "lambda_seed": 0, "arms": {}, "runs": convex, "choices": []}}}
     path = tmp_path_factory.mktemp("ref") / "tiny.json"
     path.write_text(dump_reference(doc))
     load_reference(path)  # the format the loader accepts
@@ -129,7 +135,8 @@ def test_a_reference_computed_here_is_reproduced_bit_for_bit(tiny, capsys):
     assert "yat-frozen: reproduced bit for bit (2 of 2 runs identical)" in out
     assert "yat-trained: reproduced bit for bit (2 of 2 runs identical)" in out
     assert out.strip().splitlines()[-1] == ("verify: 4 of 4 runs identical, 0 within noise, 0 diverged; this machine "
-                                            "reproduces yat-frozen, yat-trained bit for bit: exit 0")
+                                            "reproduces yat-frozen, yat-trained bit for bit; convex readouts: 1 of 1 "
+                                            "identical, 0 within 0.1 points, 0 beyond: exit 0")
     assert "throwaway memo (removed)" in out
 
 
@@ -176,13 +183,13 @@ def test_a_planted_difference_on_an_unstable_run_is_reported_and_exits_0(tiny, t
     code, out, err = run(capsys, "verify", "--reference", _write(tmp_path, doc), "--width", WIDTH,
                          "--cache-dir", tiny["memo"])
     assert code == 0, err
-    assert "runs: 0 computed, 4 from the memo" in out  # the reruns of the test before, read back
+    assert "runs: 0 computed, 5 from the memo" in out  # the reruns (4 runs, 1 convex readout) of the test before
     assert "yat-trained: not reproduced (1 of 2 runs diverged: lr 0.01 " in out
     assert "only unstable runs differ)" in out
     last = out.strip().splitlines()[-1]
     assert last == ("verify: 3 of 4 runs identical, 0 within noise, 1 diverged (unstable in the reference); this "
                     "machine reproduces yat-frozen bit for bit; not reproduced: yat-trained (only unstable runs "
-                    "differ): exit 0")
+                    "differ); convex readouts: 1 of 1 identical, 0 within 0.1 points, 0 beyond: exit 0")
 
 
 def test_an_arm_of_other_code_is_skipped_and_said_so(tiny, tmp_path, capsys):
@@ -198,7 +205,8 @@ def test_an_arm_of_other_code_is_skipped_and_said_so(tiny, tmp_path, capsys):
     assert skipped["status"] == "skipped" and "lazylab 0.1.0+src.00000000" in skipped["line"]
     assert "comparison would not be meaningful" in skipped["line"]
     assert [r["arm"] for r in result["rows"]] == ["yat-frozen", "yat-frozen"]
-    assert result["verdict"].endswith("skipped (other code): yat-trained: exit 0")
+    assert result["verdict"].endswith("skipped (other code): yat-trained; convex readouts: 1 of 1 identical, 0 within "
+                                      "0.1 points, 0 beyond: exit 0")
 
 
 @pytest.mark.parametrize("argv, needles", [
@@ -234,3 +242,17 @@ def test_dry_run_prints_the_plan_and_computes_nothing(tiny, tmp_path, capsys):
     from lazylab.cache import Memo
 
     assert len(Memo(memo)) == 0
+
+
+def test_a_convex_readout_is_rerun_and_held_to_its_tolerance(tiny, tmp_path, capsys):
+    """The reference's convex readout at the verified width is solved again: a test accuracy planted 0.05 points
+    off is within the tolerance (exit 0), 0.5 points off beyond it (exit 1)."""
+    for points, verdict, code in ((0.05, "within noise", 0), (0.5, "diverged", 1)):
+        doc = copy.deepcopy(tiny["doc"])
+        record = doc["payload"]["convex"]["runs"][0]
+        record["test_acc"] = round(record["test_acc"] + points, 10)
+        got, out, err = run(capsys, "verify", "--reference", _write(tmp_path, doc), "--width", WIDTH,
+                            "--cache-dir", tiny["memo"])
+        assert got == code, err
+        assert f"-{points:.2f} │ gradient" in out or f"-{points:.2f} │" in out
+        assert verdict in out.split("convex readouts (test %)")[1]

@@ -263,7 +263,7 @@ def _optimum_phase(ws, plan, report: bool, est=None) -> dict:
                   "(report: nothing computed)")
         return optimum
     with Display() as display:
-        reporter = ProgressReporter(display, "trained optimum", est)
+        reporter = ProgressReporter(display, "trained optimum", est, optimum=True)
         optimum = run_optimum(*args, reporter=reporter)
     out.print(f"trained optimum: {reporter.summary()} at {ws.memo.directory}")
     return optimum

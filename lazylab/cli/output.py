@@ -277,7 +277,7 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
 
 
 ANSWER_NAMES = {"fair": "fair (held-out optimum)", "test_selected": "trained side chosen on test",
-                "protocol": "protocol (12-epoch AdamW)"}
+                "trained_protocol": "trained side read by the protocol", "protocol": "protocol (12-epoch AdamW)"}
 
 
 def fair_parts(fair: dict | None) -> list:
@@ -296,6 +296,10 @@ def fair_parts(fair: dict | None) -> list:
             per = hit["per_unit"][0]
             table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), f, hit["text"],
                           f"{per:.3g}" if isinstance(per, float) else "-")
+    add_notes(table, [f"{arm}: {n} of {total} readouts stop at the iteration cap, so its accuracies are lower bounds "
+                      "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n]
+              + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} arm-widths, from "
+                  f"{fair['unrefined'][0][0]} m={fair['unrefined'][0][1]}"] if fair.get("unrefined") else []))
     parts.append(table)
     first = fair["answers"]["fair"][0]
     side = Table(title=f"how the choices move it: {first['width']} trained {first['trained'].rsplit('-', 1)[0]} "
@@ -346,7 +350,7 @@ def add_notes(table: Table, notes: list[str]) -> None:
 def edge_note(at_edge: list[int]) -> list[str]:
     """The note on readouts whose lambda is an end of the path (``experiments.convex.lambda_at_edge``), if any."""
     edge, total = at_edge
-    return [f"lambda: an end of the path chosen in {edge} of {total} readouts (--lambdas extends the path)"] if edge else []
+    return [f"lambda: at or past an end of the path in {edge} of {total} readouts (--lambdas extends the path)"] if edge else []
 
 
 def wall_tables(w: dict) -> list:

@@ -147,7 +147,7 @@ class ProgressReporter:
 
     latest = None
 
-    def __init__(self, display: Display, name: str = "runs", est=None, convex: bool = False):
+    def __init__(self, display: Display, name: str = "runs", est=None, convex: bool = False, optimum: bool = False):
         self.before = ProgressReporter.latest  # the command's earlier stage (a ladder before its convex readouts)
         ProgressReporter.latest = self
         self.display = display
@@ -157,10 +157,12 @@ class ProgressReporter:
         self._reported: dict[str, bool] = {}  # key -> cached; a bracket run reused as a ladder cell is counted once
         # The plan's estimated seconds per run to compute (lazylab.estimate), so that the time left
         # follows the plan (the wide runs come last) scaled by the pace so far, not the first runs' pace;
-        # ``convex`` keeps the convex readouts' rows (a stage of their own), else the training runs'.
+        # ``convex`` keeps the convex readouts' rows (a stage of their own), ``optimum`` the trained
+        # optimum's, else the training runs'.
+        stage = "convex" if convex else "optimum" if optimum else "run"
         self.pending = {(_kind(r["phase"]), r["arm"], r["width"], r["seed"], r["lr"]): r["seconds"]
                         for r in (est.runs if est is not None else [])
-                        if not r["in_memo"] and (_kind(r["phase"]) != "run") == convex}
+                        if not r["in_memo"] and _stage(r["phase"]) == stage}
         self.planned_done = 0.0
         self.planned_total = sum(self.pending.values())
         self.t0 = time.monotonic()
@@ -173,9 +175,12 @@ class ProgressReporter:
 
     @staticmethod
     def label(cfg) -> str:
-        """``arm m=W seed=S lr=R``, or ``... convex`` for a convex readout, ``... lambda`` for its choice (no rate)."""
-        kind = "lambda" if hasattr(cfg, "lambdas") else "convex"
-        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + (kind if cfg.lr is None else f"lr={cfg.lr:g}")
+        """``arm m=W seed=S lr=R`` (``... refit`` for a trained optimum's refit), ``... convex`` for a convex readout,
+        ``... lambda`` for its choice, ``... lambda refined`` for its refinement (no rate)."""
+        kind = {"convex-lambda": "lambda", "convex-refine": "lambda refined", "optimum-refit": "refit"}.get(
+            _config_kind(cfg), "convex")
+        tail = kind if cfg.lr is None else f"lr={cfg.lr:g}" + (" refit" if kind == "refit" else "")
+        return f"{cfg.arm} m={cfg.width} seed={cfg.seed} " + tail
 
     def start(self, cfg):
         check_interrupt()
@@ -205,7 +210,7 @@ class ProgressReporter:
         own figures (the first runs pay the compilations: their pace would say hours); None without a plan."""
         if not self.pending and not self.planned_done:
             return None
-        kind = "convex-lambda" if hasattr(cfg, "lambdas") else "convex" if hasattr(cfg, "lam") else "run"
+        kind = _config_kind(cfg)
         lr = getattr(cfg, "lr", None)
         planned = self.pending.pop((kind, cfg.arm, cfg.width, cfg.seed, lr), None)
         if planned is None:  # a cell whose rate the plan could not know before its bracket ran
@@ -221,9 +226,28 @@ class ProgressReporter:
         return f"{self.computed} computed, {self.cached} from the memo"
 
 
+ROW_KINDS = ("convex", "convex-lambda", "convex-refine", "optimum", "optimum-refit")
+
+
 def _kind(phase: str) -> str:
-    """An estimate row's kind: ``"convex"`` or ``"convex-lambda"`` (a lambda choice) as its phase, else ``"run"``."""
-    return phase if phase in ("convex", "convex-lambda") else "run"
+    """An estimate row's kind: its phase when a readout's, a lambda choice's or refinement's, or the trained
+    optimum's (``ROW_KINDS``), else ``"run"``."""
+    return phase if phase in ROW_KINDS else "run"
+
+
+def _stage(phase: str) -> str:
+    """Which progress stage computes an estimate row: ``"convex"``, ``"optimum"`` or ``"run"``."""
+    return _kind(phase).split("-")[0]
+
+
+def _config_kind(cfg) -> str:
+    """The estimate row kind of the config a stage reports (``_kind``'s names)."""
+    from lazylab.experiments.convex import LambdaConfig, RefineConfig
+    from lazylab.experiments.optimum import RefitConfig, SelectConfig
+
+    kinds = {LambdaConfig: "convex-lambda", RefineConfig: "convex-refine", SelectConfig: "optimum",
+             RefitConfig: "optimum-refit"}
+    return kinds.get(type(cfg), "convex" if hasattr(cfg, "lam") else "run")
 
 
 def sweep(backend, experiment, ws, plan, name: str = "runs", est=None):

@@ -67,7 +67,7 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
         # The throwaway memo stores no feature matrices: nothing would read them back.
         ws = Workspace(data_dir, memo, cache_limit=0 if cache_dir is None else None)
         sample = V.choose(doc, ws.fingerprint, names, width, seeds)
-        est = V.estimate(ws, sample, _calibration(dry_run))
+        est = V.estimate(ws, sample, _calibration(dry_run), doc, width, seeds)
         if dry_run:
             show_plan(est, json_path)
             return
@@ -75,7 +75,7 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
         try:
             with Display() as display:
                 reporter = ProgressReporter(display, "verify", est)
-                result = V.verify(ws, doc, reporter=reporter, sample=sample)
+                result = V.verify(ws, doc, width=width, seeds=seeds, reporter=reporter, sample=sample)
         finally:
             ws.backend.close()
         for line in ws.memo.problems:
@@ -91,6 +91,8 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
         out.print(f"reference: {escape(str(where))}, computed {prov['when']} on {escape(str(prov['where']))} "
                   f"({escape(str(prov['code']))})", soft_wrap=True)
         out.print(_table(result, doc, width, seeds))
+        if result.convex:
+            out.print(_convex_table(result.convex, width))
         out.print(f"runs: {reporter.summary()} at {ws.memo.directory}" if cache_dir is not None else
                   f"runs: {reporter.computed} computed, in a throwaway memo (removed)")
         for a in result.arms:
@@ -130,4 +132,22 @@ def _table(result, doc: dict, width: int, seeds) -> Table:
                       "reference's seeds at that rate (fewer than 2 seeds: at the arm's chosen rate)",
                       "identical: every number of the record equal (accuracies, curves, losses, movement, scalars); "
                       "unstable: the reference run is flagged unstable (docs/ladder.md) or diverged"])
+    return table
+
+
+def _convex_table(rows: list, width: int) -> Table:
+    """One row per rerun convex readout: arm, seed, lambda, both test accuracies, their difference, both stop rules."""
+    from lazylab.verify import CONVEX_TOLERANCE
+
+    table = Table(title=f"convex readouts (test %) at m = {width}: the reference against this machine",
+                  title_justify="left")
+    for col in ("arm", "seed", "lambda", "reference", "this machine", "Δ", "stop", "verdict"):
+        table.add_column(col, justify="left" if col in ("arm", "stop", "verdict") else "right")
+    for r in rows:
+        style = STYLE[r["verdict"]]
+        stop = r["stop"][0] if r["stop"][0] == r["stop"][1] else " -> ".join(r["stop"])
+        table.add_row(r["arm"], str(r["seed"]), f"{r['lambda']:g}", num(r["reference_acc"]), num(r["acc"]),
+                      num(r["delta"], "+.2f"), stop, f"[{style}]{r['verdict']}[/{style}]")
+    add_notes(table, [f"within noise: test accuracy within {CONVEX_TOLERANCE:g} points (another CPU's BLAS rounds "
+                      "the products otherwise); identical: every number of the record equal"])
     return table

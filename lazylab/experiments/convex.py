@@ -460,7 +460,9 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
     an interrupted frontier keeps every arm's narrow widths.
     Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_seed", "arms": {arm: {"plugin",
       "lambdas": {str(width): chosen lambda | None}, "cells": {str(width): summary}}}, "runs": [record, ...],
-      "choices": [walk record, ...], "refinements": [refinement record, ...]}``; a cell's summary holds ``n``, ``mean`` and ``std`` of ``test_acc``
+      "choices": [walk record, ...], "refinements": [refinement record, ...], "unrefined": [[arm, width], ...]
+      (memo-only mode: choices whose refinement the memo lacks, their cells at the walk's lambda)}``; a cell's
+      summary holds ``n``, ``mean`` and ``std`` of ``test_acc``
       (%, std with ddof=1, 0 for one seed), ``train_loss`` (mean, nats), ``grad_norm`` (largest),
       ``iterations`` (mean), ``converged`` (all seeds), ``lambdas`` (per seed).
     Raises: LazylabError if the plan holds a trained arm.
@@ -468,7 +470,7 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
     choices = convex_plan(ws, plan, lambdas)
     reporter.plan(len(choices) * (2 + len(plan.seeds)))
     out = {"lambdas": list(lambdas), "tol": TOL, "max_iter": MAX_ITER, "holdout_fraction": f"1/{HOLDOUT_FRACTION}",
-           "lambda_seed": LAMBDA_SEED, "arms": {}, "runs": [], "choices": [], "refinements": []}
+           "lambda_seed": LAMBDA_SEED, "arms": {}, "runs": [], "choices": [], "refinements": [], "unrefined": []}
     chosen = {}
     for w in sorted(plan.widths):
         here = [(arm, lcfg) for arm, lcfg in choices if lcfg.width == w]
@@ -478,10 +480,16 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
                   if not choice.get("missing")]
         refined = iter(run_convex(ws, refine, reporter, refine_cells))
         for (arm, _), choice in zip(here, walked):
-            # the cells at this width depend on the refined choice (the walk's while it is missing)
-            chosen[(arm.name, w)] = choice if choice.get("missing") else next(refined)
+            # The cells at this width are fitted at the refined choice. In memo-only mode a refinement not
+            # computed yet leaves the walk's choice in force, said so in ``unrefined``.
+            chosen[(arm.name, w)] = choice
             if not choice.get("missing"):
-                out["refinements"].append(chosen[(arm.name, w)])
+                refinement = next(refined)
+                if refinement.get("missing"):
+                    out["unrefined"].append([arm.name, w])
+                else:
+                    chosen[(arm.name, w)] = refinement
+                    out["refinements"].append(refinement)
         jobs = [(arm, convex_config(ws, arm, w, s, chosen[(arm.name, w)]["lambda"], plan.train_size, plan.fan_in))
                 for arm, _ in here for s in plan.seeds if not chosen[(arm.name, w)].get("missing")]
         out["runs"] += run_convex(ws, jobs, reporter)
@@ -506,11 +514,12 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
 
 
 def lambda_at_edge(convex: dict) -> list[int]:
-    """``[readouts whose lambda is the path's smallest or largest, readouts]`` of ``run_convex_ladder``'s result:
-    at an end, the best penalty may lie beyond the path (``--lambdas`` extends it)."""
+    """``[readouts whose lambda is at or beyond the path's smallest or largest, readouts]`` of
+    ``run_convex_ladder``'s result: there, the best penalty may lie beyond what was searched (the refinement goes
+    at most ``REFINE_BEYOND`` half-decades past an end; ``--lambdas`` extends the path)."""
     chosen = [r["lambda"] for r in convex["runs"] if not r.get("missing")]
-    ends = (min(convex["lambdas"]), max(convex["lambdas"]))
-    return [sum(lam in ends for lam in chosen), len(chosen)]
+    low, high = min(convex["lambdas"]), max(convex["lambdas"])
+    return [sum(lam <= low or lam >= high for lam in chosen), len(chosen)]
 
 
 def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:

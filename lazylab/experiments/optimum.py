@@ -19,9 +19,10 @@ convex readout gives the frozen side (``lazylab.experiments.convex``), so the tw
 3. **Refits** (``RefitConfig``): each seed trained again on every training image at the chosen rate, for
    its chosen epoch count under the same schedule, and its test accuracy read once, at the end.
 
-This is the protocol of Geiger et al. (2020), "Disentangling feature and lazy training in deep neural
-networks", section 2 (every hyperparameter of both regimes chosen on a validation split, the test set
-read once), with the refit on all training images as the convex readout does at its chosen lambda.
+This is how the field compares the lazy and the trained regimes (e.g. Geiger et al. 2020, "Disentangling
+feature and lazy training in deep neural networks"): every hyperparameter of both sides chosen on a
+validation split, the test set read once; the refit on all training images is what the convex readout does
+at its chosen lambda.
 Not chosen: weight decay (the protocol's 1e-4), batch (256) and the schedule's shape.
 """
 
@@ -46,8 +47,6 @@ SCHEDULE = "cosine"
 MAX_WIDTH = 256  # the trained widths the answer compares (16-256); wider ones cost more than they tell
 MAX_EXTEND = 2  # half-decade steps beyond the arm's grid, per width
 OPTIMUM_VERSION = 1  # bump when the selection runs, refits or their records change meaning
-
-
 PROTOCOL_EPOCHS = 12  # SPEC section 5: the budget scales with a ladder's epochs against these
 
 
@@ -311,7 +310,7 @@ def _mean(values) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def test_selected(records: list[dict]) -> dict:
+def chosen_on_test(records: list[dict]) -> dict:
     """What choosing on the test set would give, from the selection records of one arm and width: each rate's
     mean over seeds of each seed's best per-epoch test accuracy, and the best rate's (a bound that reads the
     test set, shown beside the choice on held-out images; ``choose`` never sees it)."""
@@ -340,7 +339,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
       {str(width): summary}}}, "runs": [selection record], "fits": [refit record]}``; a summary holds
       ``lr``, ``epochs`` (per seed), ``held_out`` (the choice's score, %), ``edge``, ``rates`` (tried),
       ``n``, ``test_acc`` (mean %), ``std`` (ddof 1), ``per_seed`` (test % per seed), ``test_selected``
-      (``test_selected``), ``protocol`` is filled by callers.
+      (``chosen_on_test``).
     """
     widths = sorted(w for w in widths if w <= MAX_WIDTH)
     trained = [a for a in arms if a.trained]
@@ -394,7 +393,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
                 "lr": choice["lr"], "epochs": [choice["epochs"].get(s) for s in seeds], "held_out": choice["held_out"],
                 "edge": choice["edge"], "rates": sorted(float(k) for k in choice["rates"]), "n": len(accs),
                 "test_acc": _mean(accs), "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
-                "per_seed": accs, "test_selected": test_selected(cells[(arm.name, w)]),
+                "per_seed": accs, "test_selected": chosen_on_test(cells[(arm.name, w)]),
             }
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": summaries}
     return out
@@ -451,13 +450,16 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
       (``run_optimum``); frozen side = the convex readout at the refined held-out lambda (``run_convex_ladder``).
     * ``test_selected``: the trained side's best test accuracy over the selection runs' epochs and rates (what
       choosing on the test set gives; the frozen side as in ``fair``).
+    * ``trained_protocol``: the trained side as the protocol reads it (12-epoch ``best_acc``, its epoch chosen on
+      the test set), the frozen side at its optimum: the answer before the trained side had an optimum.
     * ``protocol``: both sides as SPEC section 5 reads them, 12-epoch constant-rate AdamW ``best_acc``.
 
     Args: ``result`` a ``LadderResult``; ``convex`` from ``run_convex_ladder``; ``optimum`` from ``run_optimum``;
       ``arms`` the ladder's arms; ``x_ref`` ``(>= 128, 784)`` training images for ``network_cost`` (None: no
       costs).
-    Returns: ``{"sweep", "level", "answers": {"fair" | "test_selected" | "protocol": [row]}, "costs": {arm:
-      network_cost}, "sentence", "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
+    Returns: ``{"sweep", "level", "answers": {"fair" | "test_selected" | "trained_protocol" | "protocol": [row]}, "costs": {arm:
+      network_cost}, "capped": {frozen arm: [readouts stopped by the iteration cap, readouts]}, "unrefined":
+      [[frozen arm, width], ...] (its lambda the walk's, the refinement not computed yet), "sentence", "method"}``; a row is ``{"trained", "width", "trained_acc", "per_seed",
       "matches": {frozen arm: match + "per_unit": [point, low, high] / width | None, "params", "flops"}}``.
     """
     from lazylab import exchange as ex
@@ -474,7 +476,8 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
         for w, cell in optimum["arms"][a.name]["cells"].items():
             if cell.get("test_selected", {}).get("per_seed"):
                 peeked.setdefault(a.name, {})[int(w)] = cell["test_selected"]["per_seed"]
-    sides = {"fair": (fits, convex_seeds), "test_selected": (peeked, convex_seeds), "protocol": (protocol, protocol)}
+    sides = {"fair": (fits, convex_seeds), "test_selected": (peeked, convex_seeds),
+             "trained_protocol": (protocol, convex_seeds), "protocol": (protocol, protocol)}
     costs = {a.name: network_cost(a, x_ref) for a in trained_arms + frozen_arms} if x_ref is not None else {}
     answers = {}
     for name, (trained, frozen) in sides.items():
@@ -499,7 +502,12 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
                     row["matches"][f.name] = hit
                 rows.append(row)
         answers[name] = rows
-    return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs,
+    # A readout stopped by the iteration cap is short of its optimum: its accuracy a lower bound.
+    used = [r for r in convex["runs"] if not r.get("missing") and r["config"]["width"] in widths]
+    capped = {f.name: [sum(r["stop"] == "max_iter" for r in used if r["config"]["arm"] == f.name),
+                       sum(r["config"]["arm"] == f.name for r in used)] for f in frozen_arms}
+    return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs, "capped": capped,
+            "unrefined": convex.get("unrefined") or [],
             "sentence": fair_sentence(answers["fair"], widths),
             "method": FAIR_METHOD.format(budget=optimum["budget"], images=f"{result.plan['train_size']:,}")}
 
@@ -557,6 +565,6 @@ def fair_sentence(rows: list[dict], sweep) -> str:
 
 def ex_round(x: float) -> str:
     """A ratio to two significant figures: ``120``, ``9.4``, ``1,200``."""
-    from lazylab.exchange import _round2
+    from lazylab.exchange import round2
 
-    return _round2(x) if x >= 10 else f"{x:.2g}"
+    return round2(x) if x >= 10 else f"{x:.2g}"

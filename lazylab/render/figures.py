@@ -344,10 +344,12 @@ def answer_plot(payload: dict):
     Reads ``payload["convex"]["arms"][arm]["cells"]`` and ``payload["analysis"]["answer"]["rows"][0]``.
     Returns the ``Figure`` (not saved), or None when either is missing.
     """
-    from lazylab.exchange import crossing, seed_interval
+    from lazylab.exchange import crossing, crossing_interval, round2, seed_interval
 
     convex = payload.get("convex") or {}
-    rows = ((payload.get("analysis") or {}).get("answer") or {}).get("rows") or []
+    analysis = payload.get("analysis") or {}
+    fair = ((analysis.get("fair") or {}).get("answers") or {}).get("fair") or []
+    rows = fair or (analysis.get("answer") or {}).get("rows") or []
     if not convex.get("arms") or not rows:
         return None
     first = rows[0]
@@ -356,9 +358,15 @@ def answer_plot(payload: dict):
     per_seed: dict = {}
     for r in convex.get("runs") or []:
         per_seed.setdefault(r["config"]["arm"], {}).setdefault(r["config"]["width"], []).append(r["test_acc"])
-    trained = [r["best_acc"] for r in payload.get("runs") or []
-               if r.get("config", {}).get("arm") == first["trained"] and r["config"].get("width") == first["width"]
-               and r.get("best_acc") is not None and r["config"].get("lr") == _arm_lr(payload, first["trained"])]
+    if fair:  # the trained side at its held-out optimum, its interval by Welch's t (exchange.crossing_interval)
+        trained, interval = first["per_seed"], crossing_interval
+        side = "(held-out optimum)"
+    else:  # the protocol's trained side, its interval by the seed bootstrap
+        trained = [r["best_acc"] for r in payload.get("runs") or []
+                   if r.get("config", {}).get("arm") == first["trained"] and r["config"].get("width") == first["width"]
+                   and r.get("best_acc") is not None and r["config"].get("lr") == _arm_lr(payload, first["trained"])]
+        interval = seed_interval
+        side = f"({payload['plan'].get('epochs')} epochs of AdamW)"
     fig = figure((8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     handles = []
@@ -378,13 +386,13 @@ def answer_plot(payload: dict):
             ax.plot([point], [target], marker="o", markersize=9, markerfacecolor="white", markeredgecolor=st.colour,
                     markeredgewidth=2, zorder=6)
             if trained:
-                low, high = seed_interval(list(x), per_seed.get(arm, {}), trained)
+                low, high = interval(list(x), per_seed.get(arm, {}), trained)
                 low, high = max(low, widths[0]), min(high, widths[-1]) if math.isinf(high) else high
                 ax.plot([low, high], [target, target], color=st.colour, linewidth=5, alpha=0.35,
                         solid_capstyle="butt", zorder=5)
             close = sum(1 for q in placed if abs(math.log2(point / q)) < 0.6)  # labels that would overlap it
             placed.append(point)
-            ax.annotate(f"{point:.0f}", (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
+            ax.annotate(round2(point), (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
                         textcoords="offset points", ha="center", va="bottom" if close % 2 == 0 else "top",
                         fontsize=9, color=st.colour, fontweight="bold")
     unit = first["trained"].rsplit("-", 1)[0]
@@ -392,8 +400,7 @@ def answer_plot(payload: dict):
     from matplotlib.lines import Line2D
 
     handles.append(Line2D([], [], color="0.15", linestyle="--",
-                          label=f"{first['width']} trained {unit} units: {target:.2f} % "
-                                f"({payload['plan'].get('epochs')} epochs of AdamW)"))
+                          label=f"{first['width']} trained {unit} units: {target:.2f} % {side}"))
     handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", linestyle="none", markersize=8,
                           label="crossing: the frozen width that matches them"))
     handles.append(Line2D([], [], color="0.4", linewidth=5, alpha=0.35, label="its 95 % interval over seeds"))
@@ -401,6 +408,93 @@ def answer_plot(payload: dict):
     ax.set_ylabel("test accuracy (%), convex readout")
     ax.set_title(f"How many frozen units buy {first['width']} trained ones? Frozen banks read out at the optimum, "
                  f"{over_seeds(payload['plan'].get('seeds', []))}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.25)
+    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False)
+    return fig
+
+
+def exchange_curve_figure(payload: dict, directory: str | Path, stem: str = "exchange") -> list[Path]:
+    """The exchange curve (``exchange_curve_plot``): ``<stem>.png`` and ``.svg``; [] (no file, an older one
+    removed) when the payload has no fair answer."""
+    fig = exchange_curve_plot(payload)
+    if fig is None:
+        return _discard(Path(directory), stem)
+    return _save(fig, Path(directory), stem)
+
+
+def exchange_curve_plot(payload: dict):
+    """Frozen units per trained unit against the trained width, both sides at their held-out optimum.
+
+    One line per frozen arm for the first trained arm of ``payload["analysis"]["fair"]["answers"]["fair"]``
+    (``experiments.optimum.fair_answer``): a filled marker where the frozen curve crosses the trained accuracy
+    inside the sweep, with its 95 % interval as a bar (an open end drawn as an arrow); an open triangle
+    pointing up at ``widest bank / trained width`` where no bank of the sweep matches (a lower bound).
+    Returns the ``Figure`` (not saved), or None without a fair answer.
+    """
+    from lazylab.exchange import round2
+
+    fair = (((payload.get("analysis") or {}).get("fair") or {}).get("answers") or {}).get("fair") or []
+    if not fair:
+        return None
+    sweep = payload["analysis"]["fair"]["sweep"]
+    top, bottom = max(sweep), min(sweep)
+    trained = fair[0]["trained"]
+    rows = [r for r in fair if r["trained"] == trained]
+    fig = figure((8.6, 5.4), 110, layout="constrained")
+    ax = fig.add_subplot()
+    frozen = list(rows[0]["matches"])
+    marks = set()  # the bound markers drawn, for the legend
+    for k, arm in enumerate(frozen):
+        st = _style(payload, arm)
+        nudge = 2 ** (0.06 * (k - (len(frozen) - 1) / 2))  # side by side, so that bars and arrows do not hide
+        xs, ys = [], []
+        for r in rows:
+            hit = r["matches"].get(arm)
+            if hit is None:
+                continue
+            w, x = r["width"], r["width"] * nudge
+            point, (low, high) = hit["width"], hit["interval"]
+            if isinstance(point, float):
+                xs.append(x), ys.append(point / w)
+                lo = bottom / w if low == "below" else low / w
+                hi = top / w if high == "beyond" else high / w
+                ax.plot([x, x], [lo, hi], color=st.colour, linewidth=4, alpha=0.35, solid_capstyle="butt")
+                if high == "beyond":
+                    ax.annotate("", (x, hi * 1.8), (x, hi), arrowprops=dict(arrowstyle="->", color=st.colour, lw=1.2))
+                ax.annotate(round2(point / w), (x, point / w), xytext=(6, 0), textcoords="offset points",
+                            va="center", fontsize=8, color=st.colour, fontweight="bold")
+            else:  # beyond the sweep: a lower bound; below it: an upper bound
+                marks.add(point)
+                ax.plot([x], [(top if point == "beyond" else bottom) / w], marker="^" if point == "beyond" else "v",
+                        markersize=8, markerfacecolor="white", markeredgecolor=st.colour, markeredgewidth=1.6,
+                        linestyle="none")
+        linestyle = "-" if st.init == "random" else (0, (5, 2))
+        ax.plot(xs, ys, color=st.colour, marker=st.marker, markersize=6, linestyle=linestyle, linewidth=1.5,
+                label=f"{arm}" if xs else f"{arm}: none in the sweep")
+    from matplotlib.lines import Line2D
+
+    handles = ax.get_legend_handles_labels()[0] + [
+        Line2D([], [], color="0.4", linewidth=4, alpha=0.35, label="95 % interval over seeds (arrow: open end)")]
+    if "beyond" in marks:
+        handles.append(Line2D([], [], color="0.4", marker="^", markerfacecolor="white", linestyle="none", markersize=8,
+                              label=f"no frozen bank up to {top:,} matches: more than this"))
+    if "below" in marks:
+        handles.append(Line2D([], [], color="0.4", marker="v", markerfacecolor="white", linestyle="none", markersize=8,
+                              label=f"even {bottom} frozen units match: at most this"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low / 1.5, high * 2.2)  # room for the open ends' arrows
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks([r["width"] for r in rows], [str(r["width"]) for r in rows])
+    ax.set_xlabel(f"trained width m ({trained})")
+    ax.set_ylabel("frozen units per trained unit")
+    ax.set_title(f"What one trained {trained.rsplit('-', 1)[0]} unit is worth in frozen units, both sides at their "
+                 "held-out optimum", fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
     fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False)
     return fig
@@ -437,4 +531,6 @@ def ladder_figures(payload: dict, directory: str | Path, prefix: str = "") -> li
         paths += wall_figure(payload, directory, f"{prefix}wall")
     if (payload.get("analysis") or {}).get("answer"):
         paths += answer_figure(payload, directory, f"{prefix}answer")
+    if (payload.get("analysis") or {}).get("fair"):
+        paths += exchange_curve_figure(payload, directory, f"{prefix}exchange")
     return paths

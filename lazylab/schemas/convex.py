@@ -152,6 +152,7 @@ class ConvexPart(Model):
     runs: list[ConvexRecord]
     choices: list[LambdaChoice]
     refinements: list[LambdaRefinement] = []
+    unrefined: list[Annotated[list[Name | Width], Field(min_length=2, max_length=2)]] = []
     partial: ConvexPartial | None = None
     pending: ConvexPending | None = None
 

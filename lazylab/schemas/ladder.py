@@ -423,8 +423,10 @@ class Fair(Model):
 
     sweep: list[Width]
     level: Annotated[float, Field(gt=0, lt=1)]
-    answers: dict[Literal["fair", "test_selected", "protocol"], list[FairRow]]
+    answers: dict[Literal["fair", "test_selected", "trained_protocol", "protocol"], list[FairRow]]
     costs: dict[str, dict[str, Annotated[list[float], Field(min_length=2, max_length=2)]]] = {}
+    capped: dict[str, Annotated[list[Count], Field(min_length=2, max_length=2)]] = {}
+    unrefined: list[Annotated[list[Name | Width], Field(min_length=2, max_length=2)]] = []
     sentence: str
     method: str
 

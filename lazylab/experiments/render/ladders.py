@@ -110,15 +110,16 @@ def ladder_result(ws: Workspace, spec: dict, progress: Progress = _quiet) -> dic
             "name": spec["name"], "note": spec["note"]}
 
 
-def _from_memo(ws: Workspace, compute):
-    """``(compute(), complete)`` with the workspace in memo-only mode: nothing is computed."""
+def _from_memo(ws: Workspace, compute, optional: tuple[str, ...] = ()):
+    """``(compute(), complete)`` with the workspace in memo-only mode: nothing is computed. Records whose keys
+    start with one of ``optional`` may be missing from a complete result."""
     was, before = ws.memo_only, len(ws.missing)
     ws.memo_only = True
     try:
         value = compute()
     finally:
         ws.memo_only = was
-    complete = len(ws.missing) == before
+    complete = all(k.startswith(optional) for k in ws.missing[before:]) if optional else len(ws.missing) == before
     del ws.missing[before:]
     return value, complete
 
@@ -144,7 +145,8 @@ def _memo_extras(ws: Workspace, plan) -> tuple[dict | None, list | None]:
     convex = None
     for k in range(len(plan.widths), min(PARTIAL_FRONTIER_WIDTHS, len(plan.widths)) - 1, -1) if frozen else ():
         part = dataclasses.replace(plan, arms=frozen, widths=plan.widths[:k])
-        convex, complete = _from_memo(ws, lambda part=part: run_convex_ladder(ws, part))
+        # A width whose refinements are still to compute counts, at the walk's lambda (``convex["unrefined"]``).
+        convex, complete = _from_memo(ws, lambda part=part: run_convex_ladder(ws, part), optional=("convex-refine-",))
         if complete:
             if k < len(plan.widths):
                 convex["partial"] = {"widths": list(plan.widths[:k]), "of": list(plan.widths)}
