@@ -1,4 +1,4 @@
-"""The price of an empirical NTK (``lazylab.estimate.ntk_kernel_s``) against its measured time.
+"""The price of an empirical NTK (``lazylab.ntk.price.ntk_kernel_s``) against its measured time.
 
 Usage: .venv/bin/python bench/ntk_kernels.py
 
@@ -24,7 +24,7 @@ def main() -> None:
 
     from lazylab.arms import get_arm
     from lazylab.data import load
-    from lazylab.estimate import ntk_kernel_s
+    from lazylab.ntk.price import ntk_kernel_s
     from lazylab.experiments.ntk import trainable_filter
     from lazylab.model import build_model
     from lazylab.ntk import kernels

@@ -239,8 +239,8 @@ class FashionMNIST:
         Raises ``DataError`` if a size is < 1 or larger than the split (the message names the command line's
         ``--train-size``, which sets ``train_size`` everywhere, and the folder the data came from).
         """
-        n_tr = _check_size("--train-size", train_size, len(self.y_train), "training", self.source)
-        n_te = _check_size("test size", test_size, len(self.y_test), "test", self.source)
+        n_tr = _check_size("train_size (--train-size)", train_size, len(self.y_train), "training", self.source)
+        n_te = _check_size("test_size", test_size, len(self.y_test), "test", self.source)
         if n_tr == len(self.y_train) and n_te == len(self.y_test):
             return self
         return FashionMNIST(

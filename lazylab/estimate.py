@@ -33,7 +33,6 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from lazylab.calibration import Calibration, calibration, calibration_path
-from lazylab.limits import CLASS_NAMES
 
 D, BATCH, N_TEST = 784, 256, 10000
 # Fixed cost of a computing command beyond its runs: imports, loading the data,
@@ -72,13 +71,6 @@ NTK_RUN_S = 0.75
 # checks): measured by bench/estimate.py --cold, docs/performance.md (2026-12-03).
 EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
-# An empirical NTK (lazylab.estimate.ntk_kernel_s), per multiply-add of its dominant contraction, and per pair of row
-# chunks: bench/ntk_kernels.py on the 2-core development machine shared with other jobs (2026-12-06): structured,
-# yat-trained m = 256 and 1024 on 64-128 probe images, 0.58-6.6 s; jacobian, relu-trained m = 64 and 128 on 64,
-# 1.2-2.3 s; rows of one image, relu-trained m = 64 on 64 and 128 probe images, 7.1 and 23.5 s.
-NTK_STRUCTURED_S = 4.5e-10
-NTK_CONTRACT_S = 6e-11
-NTK_ROW_PAIR_S = 3e-3
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
 # factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
 # (the two products): 17, 22, 32 and 87 ms an evaluation at m = 16, 64, 256 and 1024 on 60,000 images (the quick
@@ -654,33 +646,14 @@ def redundancy_estimate(ws, arms, width: int, n: int, seeds, fan_ins, samples, t
     return _estimate("redundancy", ws, [part], 0.0, pricer, base_bytes=STUDY_BASE_BYTES)
 
 
-def ntk_kernel_s(method: str, probe: int, width: int, d: int, trained: bool, limit: int) -> float:
-    """Seconds of one empirical NTK (``lazylab.ntk.kernels.empirical_ntk``) on ``probe`` images of size ``d`` for a
-    bank of ``width`` units and its head (``trained``: every parameter, else the head's), under the memory limit
-    ``limit`` (bytes), from its dominant contraction: ``"structured"`` (``"auto"`` for a bank and a linear head)
-    ``N^2 m (r + C^2)``; ``"jacobian"`` ``(N C)^2 P``; ``"rows"`` the same in pairs of row chunks, each with its
-    dispatch and two chunk Jacobians (``P`` parameters: ``m (d + C + 1) + C`` trained, ``m C + C`` the head's;
-    ``r = d`` a unit's row; ``C = 10``). Constants: ``NTK_STRUCTURED_S``, ``NTK_CONTRACT_S``, ``NTK_ROW_PAIR_S``."""
-    n, c = probe, len(CLASS_NAMES)  # logits
-    params = width * (d + c + 1) + c if trained else width * c + c
-    if method in ("auto", "structured"):
-        return NTK_STRUCTURED_S * n * n * width * ((d if trained else 0) + c * c)
-    contract = NTK_CONTRACT_S * (n * c) ** 2 * params
-    if method == "jacobian":
-        return contract
-    chunk = max(1, min(n, limit // (2 * c * params * 4)))
-    chunks = -(-n // chunk)
-    pairs = chunks * (chunks + 1) // 2
-    return contract + pairs * (NTK_ROW_PAIR_S + 2 * 3 * chunk * c * params * NTK_CONTRACT_S)
-
-
 def ntk_arm_estimate(ws, arm, width: int, probe: int, seed: int, lr: float | None, epochs: int, train_size: int,
                      method: str, cal: Calibration | None = None, limit: int | None = None) -> Estimate:
     """The estimate of ``lazylab ntk arm``: its training run priced as a ladder run, the linearization's run as
-    another (measured: about the same), and its two tangent kernels (``ntk_kernel_s``; ``limit`` bytes, default
-    ``lazylab.ntk.kernels.JACOBIAN_LIMIT_BYTES``)."""
+    another (measured: about the same), and its two tangent kernels (``lazylab.ntk.price.ntk_kernel_s``; ``limit``
+    bytes, default ``lazylab.ntk.kernels.JACOBIAN_LIMIT_BYTES``)."""
     from lazylab.experiments.ntk import arm_key
     from lazylab.ntk.kernels import JACOBIAN_LIMIT_BYTES
+    from lazylab.ntk.price import ntk_kernel_s
 
     pricer = Pricer(cal or calibration())
     key, _, cfg = arm_key(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,

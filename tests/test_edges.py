@@ -126,7 +126,7 @@ def test_a_feature_write_tries_again_when_another_process_removes_its_folder(tmp
 def test_ntk_arm_is_priced_from_its_kernels():
     """``ntk arm --dry-run`` priced 8.4 s for a run of 37 min: only its training was priced."""
     from lazylab.cli.plan import ANNOUNCE_S
-    from lazylab.estimate import ntk_kernel_s
+    from lazylab.ntk.price import ntk_kernel_s
 
     small, double = (ntk_kernel_s("structured", n, 1024, 784, True, 2**28) for n in (128, 256))
     assert double == pytest.approx(4 * small)  # N^2
@@ -160,7 +160,8 @@ def test_a_training_set_too_small_names_the_option_and_the_data(tmp_path, capsys
     folder = write_idx_dir(tmp_path / "small")
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--widths", "8", "--seeds", "0", "--epochs", "1",
                        "--train-size", "256", "--lr", "0.1", "--no-figures", "--data-dir", folder)
-    assert_one_line_error(code, err, f"--train-size 256 is out of range: the data in {folder} holds 12 training images")
+    assert_one_line_error(code, err, f"train_size (--train-size) 256 is out of range: the data in {folder} holds 12 "
+                                     "training images")
 
 
 def test_gunzipped_idx_files_are_named_in_the_error(tmp_path, capsys):

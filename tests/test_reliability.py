@@ -290,7 +290,7 @@ def test_damaged_memo_database_is_one_line_error(tmp_path, capsys):
 
 
 def test_older_cache_schema_is_never_misread(reference, tmp_path, capsys):
-    """Old-schema entries live under other keys; one misfiled under a current key is caught by its stored config."""
+    """Old-schema entries live under other keys; one misfiled under a current key is caught by the key it names."""
     from lazylab.experiments import json_config
 
     memo_dir = tmp_path / "memo"
@@ -314,9 +314,8 @@ def test_older_cache_schema_is_never_misread(reference, tmp_path, capsys):
     assert code == 0, err
     assert "runs: 4 computed, 0 from the memo" in out
     reported = [line for line in lines(err) if line.startswith("memo entry")]
-    assert reported == [f"memo entry {cells[0].key()} was written for another configuration "
-                        f"(cache schema {CACHE_SCHEMA - 1}, code {cells[0].code}; expected {CACHE_SCHEMA}, "
-                        f"{cells[0].code}); recomputing"]
+    assert reported == [f"memo entry {cells[0].key()} is corrupt (its record names the key "
+                        f"{stale(cells[0])[0].key()!r}: a value moved from another key); recomputing"]
     runs = runs_of(out_json)
     assert all(reference[k] == v for k, v in runs.items()) and len(runs) == 4
     assert "12.5" not in out

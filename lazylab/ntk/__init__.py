@@ -9,6 +9,7 @@
 * ``kernels`` — empirical NTKs of lazylab models with jax alone (full
   Jacobian, chunked rows, or the bank + head structured contraction).
 * ``checks`` — the pass/fail record the audit and the scalar model report.
+* ``price`` — what an empirical NTK costs, for ``lazylab ntk arm --dry-run``.
 
 The Fashion-MNIST arm experiment, which needs the data and the memo, is
 ``lazylab.experiments.ntk.run_arm``. Nothing here imports neural-tangents
