@@ -191,6 +191,22 @@ def convex_config(ws: Workspace, arm: Arm, width: int, seed: int, lam: float, tr
                         data=ws.fingerprint, lam=float(lam))
 
 
+def _held_out(F_train, y_train, cfg, seeds, verb: str) -> tuple:
+    """``(rows, scored, F_scored, y_scored)``: the images fitted (the first ``rows``), the indices of the held-out
+    images scored (the last ``cfg.holdout`` less ``seeds``) and their features and labels.
+    Raises: ValueError when every held-out image is in ``seeds`` (``verb`` says what could not be done)."""
+    n = cfg.train_size
+    rows = n - cfg.holdout
+    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
+    if not len(scored):
+        raise ValueError(f"no held-out image to {verb} lambda on: each of the last {cfg.holdout} training images "
+                         "seeds a unit (use more training images or a narrower bank)")
+    # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
+    if len(scored) == cfg.holdout:
+        return rows, scored, F_train[rows:], y_train[rows:]
+    return rows, scored, F_train[scored], y_train[scored]
+
+
 def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
     """Walk down the path ``cfg.lambdas`` (largest first, each fit on the first ``train_size - holdout``
     images warm-starting the next) until a lambda's accuracy on the last ``holdout`` images (less those
@@ -211,16 +227,8 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
       summed over them; ``holdout_scored`` the held-out images scored).
     Raises: ValueError for non-finite features, or when every held-out image is in ``seeds``.
     """
-    n = cfg.train_size
-    rows = n - cfg.holdout
-    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
-    if not len(scored):
-        raise ValueError(f"no held-out image to choose lambda on: each of the last {cfg.holdout} training images "
-                         "seeds a unit (use more training images or a narrower bank)")
     F_train, y_train = np.asarray(F_train), np.asarray(y_train)
-    # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
-    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
-        else (F_train[scored], y_train[scored])
+    rows, scored, F_scored, y_scored = _held_out(F_train, y_train, cfg, seeds, "choose")
     chance = int(np.bincount(y_scored).max())  # images right by a head that learnt nothing: the commonest class
     precond = preconditioner(F_train, rows)
     selection, iterations, hits, evaluations, start, best = {}, {}, {}, 0, None, None
@@ -274,15 +282,8 @@ def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
       refinement, "stops": {repr(lambda): stop rule}}``.
     Raises: ValueError as ``choose_lambda``.
     """
-    n = cfg.train_size
-    rows = n - cfg.holdout
-    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
-    if not len(scored):
-        raise ValueError(f"no held-out image to refine lambda on: each of the last {cfg.holdout} training images "
-                         "seeds a unit")
     F_train, y_train = np.asarray(F_train), np.asarray(y_train)
-    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
-        else (F_train[scored], y_train[scored])
+    rows, scored, F_scored, y_scored = _held_out(F_train, y_train, cfg, seeds, "refine")
     walk = {float(lam): acc for lam, acc in cfg.walk}
     coarse_hits = round(walk[cfg.coarse] * len(scored) / 100.0)
     precond = preconditioner(F_train, rows)
