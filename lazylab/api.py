@@ -377,7 +377,7 @@ def _convex_result(doc: dict, path: Path, where: str) -> Result:
 
 def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | None = None,
          seed: Iterable[int] | int | None = None, kind: Iterable[str] | str | None = "run", *,
-         cache_dir: str | Path | None = None, any_code: bool = False) -> Rows:
+         cache_dir: str | Path | None = None, any_code: bool = False, include_stale: bool = False) -> Rows:
     """The memo's results of one kind as ``Run`` rows (``lazylab runs``; ``lazylab.runs.list_runs``).
 
     Args:
@@ -390,10 +390,14 @@ def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | No
         kind has no such field, as ``lazylab runs`` lists them).
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       any_code: also results computed by other code identities (never reused).
+      include_stale: also results whose plugin is not the installed one (``Run.provenance``: an edited
+        plugin's older source, another version, one no longer installed), never reused [default: the
+        results the installed plugins would reuse].
     Returns: Rows of Run (a list), sorted by kind, arm, width, seed.
     Raises: LazylabError (one line) for an unknown kind, an arm neither installed nor in the memo,
       a width below 1 or a negative seed.
     """
     listing = list_runs(cache_dir, arms=_names(arm, "arm"), widths=_ints(width, "width", 1),
-                        seeds=_ints(seed, "seed", 0), kinds=_names(kind, "kind"), any_code=any_code)
+                        seeds=_ints(seed, "seed", 0), kinds=_names(kind, "kind"), any_code=any_code,
+                        include_stale=include_stale)
     return Rows(listing.runs)

@@ -350,7 +350,8 @@ def test_cache_prune_also_removes_unreadable_rows(tiny, tmp_path, capsys):
     sql(memo_dir, "UPDATE Cache SET mode = 2 WHERE key = 'plant-file-mode'")
     code, out, err = run(capsys, "cache", "prune", "--cache-dir", memo_dir)
     assert code == 0, err
-    assert f"removed 1 entry computed by other code than {code_identity()} and 1 unreadable entry; " \
+    assert f"removed 1 entry computed by other code than {code_identity()}, 0 entries of plugin sources edited " \
+           "since (stale source) and 1 unreadable entry; " \
            f"{n_good} sound entries kept" in out
     assert len(lines(err)) == 1 and "plant-file-mode" in err
     assert len(memo_rows(memo_dir)) == n_good

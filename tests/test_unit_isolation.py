@@ -85,9 +85,9 @@ def test_check_unit_passes_builtins_and_lists_every_failure_of_a_nan_unit(nan_pl
 
     x = real_images(64)
     assert x.shape == (64, 784) and 0 <= x.min() and x.max() == 1.0  # real images, not synthetic
-    check_unit(registry().units["yat"][0], x)  # both inits, prefix-stable (the other units: test_plugins)
+    check_unit(registry().unit("yat")[0], x)  # both inits, prefix-stable (the other units: test_plugins)
     with pytest.raises(ContractError) as exc:
-        check_unit(registry().units["nanunit"][0], x)
+        check_unit(registry().unit("nanunit")[0], x)
     msg = str(exc.value)
     assert "non-finite feature nan at image 0, unit 0" in msg and "non-finite gradient with respect to" in msg
 
@@ -232,7 +232,8 @@ def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_brok
     monkeypatch.syspath_prepend(str(root))
     reset_registry()
     reg = registry()
-    assert reg.units["twice"][1] == "lazylab-twice" and "twice" not in reg.errors
+    assert reg.unit("twice")[1] == "lazylab-twice" and "twice" not in reg.errors
+    reg.load_all()
     assert set(reg.errors) == {"one", "two"}
     monkeypatch.setenv("LAZYLAB_STRICT_PLUGINS", "1")
     reset_registry()
@@ -263,23 +264,43 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
     # One line says why the run was computed again; the listing marks the older row.
     assert notes[:2] == [[], []] and len(notes[2]) == 1
     new = registry().arm("editable-frozen").plugin
-    (old,) = {r.plugin for r in lazylab.api.runs(arm="editable-frozen")} - {new}
+    # By default only the rows the installed plugin reuses are listed; include_stale / --all add the others.
+    assert [r.plugin for r in lazylab.api.runs(arm="editable-frozen")] == [new]
+    (old,) = {r.plugin for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)} - {new}
     assert f"1 of editable-frozen by {old} (stale source; installed: {new})" in notes[2][0]
-    rows = {r.plugin: r.provenance for r in lazylab.api.runs(arm="editable-frozen")}
+    rows = {r.plugin: r.provenance for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)}
     assert rows == {old: "stale source", new: ""}
     code, out, _ = run(capsys, "runs", "--arm", "editable-frozen", "--json", "-")
+    listing = json.loads(out)
+    assert [r["plugin"] for r in listing["runs"]] == [new] and listing["stale"] == 1
+    code, out, _ = run(capsys, "runs", "--arm", "editable-frozen")
+    assert "1 result of plugins other than the installed ones not shown (--all lists them" in out
+    code, out, _ = run(capsys, "runs", "--all", "--arm", "editable-frozen", "--json", "-")
     assert {r["plugin"]: r["provenance"] for r in json.loads(out)["runs"]} == rows
     # The bank's redundancy rows (no arm of their own) are marked by the same rule.
-    banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy") if "editable" in r.detail}
+    banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy", include_stale=True)
+             if "editable" in r.detail}
     assert banks == rows
+    # cache info counts the stale-source entries apart; cache prune removes them (the run and its bank's
+    # redundancy) and says how many; the current rows stay.
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0 and "  2 by " in out and "for plugin sources edited since (stale source" in out
+    code, out, _ = run(capsys, "cache", "prune")
+    assert code == 0 and "2 entries of plugin sources edited since (stale source)" in out
+    assert {r.plugin for r in lazylab.api.runs(kind=None, include_stale=True) if r.plugin and "editable" in r.plugin} \
+        == {new}
+    code, out, _ = run(capsys, "cache", "prune")
+    assert "0 entries of plugin sources edited since" in out
 
     # Uninstalled: the arm is unknown, and the error says what the memo holds of it.
     monkeypatch.setenv("LAZYLAB_ARMS", pinned())
     reset_registry()
     code, _, err = run(capsys, "ladder", *argv[1:])
     (line,) = errors(err)
-    assert "unknown arm 'editable-frozen'" in line and f"holds 2 results of it, computed by {min(rows)}, {max(rows)}" in line
-    assert {r.provenance for r in lazylab.api.runs(arm="editable-frozen")} == {"not installed"}
+    assert "unknown arm 'editable-frozen'" in line and f"holds 1 result of it, computed by {new}" in line
+    assert "did you mean" not in line  # not another unit's arm: the reason
+    assert lazylab.api.runs(arm="editable-frozen") == []
+    assert {r.provenance for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)} == {"not installed"}
     reset_registry()
 
 

@@ -7,22 +7,21 @@ discovered through the entry-point group ``lazylab.arms``; the built-in ones
 (yat, relu, gaussian) are registered there exactly like third-party plugins.
 
 The plugin contract (version ``CONTRACT_VERSION``) is the ``Unit`` dataclass
-below; docs/plugins.md is the tutorial. Loading a plugin is cheap (import plus
-static checks, no array work); the shape check of a unit's bank runs when a
-bank is built (``check_bank``); ``lazylab.testing.check_unit`` (``lazylab arms
---check``) is the conformance suite on real images.
+below; docs/plugins.md is the tutorial. The registry (``lazylab.arms.loading``)
+lists the entry points without importing them and imports a unit when an arm
+of it is first needed, with static checks only (no array work); the shape
+check of a unit's bank runs when a bank is built (``check_bank``);
+``lazylab.testing.check_unit`` (``lazylab arms --check``) is the conformance
+suite on real images.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
 import re
-import sys
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -160,53 +159,6 @@ class UnitFailure(LazylabError):
         super().__init__(f"unit {arm.unit.name!r} ({arm.plugin}) produced {what} in {cell}")
 
 
-@dataclass(frozen=True)
-class PluginError:
-    """A unit that could not be loaded: its distribution, version and a one-line reason."""
-
-    unit: str
-    distribution: str
-    version: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.distribution} {self.version}: {self.message}"
-
-
-@dataclass
-class Registry:
-    """The loaded units (``name -> (unit, distribution, version)``) and those that failed.
-
-    ``sources`` maps a unit name to the hash of its source files (``source_hash``).
-    """
-
-    units: dict[str, tuple[Unit, str, str]] = field(default_factory=dict)
-    errors: dict[str, PluginError] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def arms(self) -> dict[str, Arm]:
-        out: dict[str, Arm] = {}
-        for name, (unit, dist, version) in sorted(self.units.items()):
-            for init in unit.inits:
-                stem = name if init == unit.inits[0] else f"{name}-{init}"
-                for trained in (False, True):
-                    arm_name = f"{stem}-{'trained' if trained else 'frozen'}"
-                    out[arm_name] = Arm(arm_name, unit, init, trained, dist, version, self.sources.get(name, ""))
-        return out
-
-    def arm(self, name: str) -> Arm:
-        arms = self.arms()
-        if name not in arms:
-            broken = next((e for u, e in self.errors.items() if name.startswith(u + "-")), None)
-            why = f"; unit {broken.unit!r} did not load ({broken})" if broken else ""
-            if os.environ.get("LAZYLAB_ARMS", "").strip():
-                why += f" (LAZYLAB_ARMS={os.environ['LAZYLAB_ARMS']} restricts which units load)"
-            raise LazylabError(
-                f"unknown arm {name!r}{why}; available: {', '.join(arms) or 'none'}"
-            )
-        return arms[name]
-
-
 class ContractError(TypeError):
     """A plugin's unit does not meet the ``lazylab.arms`` contract."""
 
@@ -319,7 +271,6 @@ def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
     check_bank(unit, feat, m, d, W)
 
 
-_REGISTRY: Registry | None = None
 # Where load problems are announced (the CLI prints them as "warning: ..." lines on stderr).
 warn: Callable[[str], None] | None = None
 
@@ -372,103 +323,10 @@ def source_hash(module: str) -> str:
     return h.hexdigest()[:8]
 
 
-def strict_plugins() -> bool:
-    """Whether ``LAZYLAB_STRICT_PLUGINS`` is set (to anything but empty or ``0``): plugin problems are errors."""
-    return os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
+# The registry lives in lazylab.arms.loading (listing without importing, imports bounded in time).
+from lazylab.arms.loading import (PluginError, Registry, get_arm, registry, reset_registry,  # noqa: E402
+                                  strict_plugins)
 
-
-def _wanted() -> dict[str, str | None]:
-    """``LAZYLAB_ARMS`` as ``{unit: distribution or None}``: entries ``name`` or ``distribution:name``."""
-    out: dict[str, str | None] = {}
-    for item in os.environ.get("LAZYLAB_ARMS", "").split(","):
-        dist, _, name = item.strip().rpartition(":")
-        if name.strip():
-            out[name.strip()] = dist.strip() or None
-    return out
-
-
-def _norm(dist: str) -> str:
-    return re.sub(r"[-_.]+", "-", dist).lower()
-
-
-def registry() -> Registry:
-    """Load every unit registered under ``lazylab.arms`` (cached).
-
-    ``LAZYLAB_ARMS=name,...`` restricts loading to the named units (a named
-    unit that no installed distribution provides is recorded as an error);
-    ``distribution:name`` also says which distribution provides the unit. A
-    unit name registered by two distributions (a built-in included) loads
-    neither and is recorded as an error naming both, unless ``LAZYLAB_ARMS``
-    picks one; identical registrations (one distribution seen twice) load
-    once. A plugin that fails to import or breaks the contract (static checks
-    only, see ``check_bank``) is recorded in ``Registry.errors`` and skipped,
-    and announced through ``warn`` (one line per unit); with
-    ``LAZYLAB_STRICT_PLUGINS=1`` any such problem raises one ``LazylabError``
-    line naming every broken unit and its distribution instead. What a plugin
-    prints on ``sys.stdout`` while it loads goes to ``sys.stderr``, so that
-    stdout holds a command's results alone (``--json -``).
-    """
-    global _REGISTRY
-    if _REGISTRY is not None:
-        return _REGISTRY
-    wanted = _wanted()
-    strict = strict_plugins()
-    reg = Registry()
-
-    def fail(name: str, dist: str, version: str, message: str) -> None:
-        reg.errors.setdefault(name, PluginError(name, dist, version, message))
-
-    candidates: dict[str, list] = {}  # unit name -> distinct (entry point, dist, version)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if wanted and ep.name not in wanted:
-            continue
-        dist = ep.dist.name if ep.dist else "unknown"
-        version = ep.dist.version if ep.dist else "0"
-        if wanted.get(ep.name) and _norm(wanted[ep.name]) != _norm(dist):
-            continue
-        seen = candidates.setdefault(ep.name, [])
-        if not any(_norm(d) == _norm(dist) and e.value == ep.value for e, d, _ in seen):
-            seen.append((ep, dist, version))
-    for name, found in sorted(candidates.items()):
-        if len(found) > 1:
-            who = " and ".join(f"{d} {v}" for _, d, v in found)
-            pick = " or ".join(f"LAZYLAB_ARMS={d}:{name}" for _, d, _ in found)
-            fail(name, found[0][1], found[0][2], f"unit name {name!r} is registered by both {who}; choose one with {pick}")
-            continue
-        ep, dist, version = found[0]
-        try:
-            # stdout belongs to the results (``--json -``): what a plugin prints while loading goes to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
-                unit = _check_contract(ep.load(), ep.name)
-        except (Exception, SystemExit) as exc:  # a broken plugin must not take the CLI down
-            fail(ep.name, dist, version, (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0])
-            continue
-        reg.units[ep.name] = (unit, dist, version)
-        try:
-            reg.sources[ep.name] = source_hash(ep.module)
-        except OSError:
-            reg.sources[ep.name] = ""
-    for name in sorted(set(wanted) - set(reg.units) - set(reg.errors)):
-        via = f" from {wanted[name]}" if wanted[name] else ""
-        fail(name, "-", "-", f"not installed{via} (named in LAZYLAB_ARMS)")
-    if strict and reg.errors:
-        problems = "; ".join(f"plugin unit {e.unit!r}" + (f" ({e.distribution} {e.version})" if e.distribution != "-" else "")
-                             + f" failed: {e.message}" for _, e in sorted(reg.errors.items()))
-        raise LazylabError(f"{problems} [LAZYLAB_STRICT_PLUGINS is set]")
-    if warn is not None:
-        for _, e in sorted(reg.errors.items()):
-            where = f" ({e.distribution} {e.version})" if e.distribution != "-" else ""
-            warn(f"plugin unit {e.unit!r}{where} did not load: {e.message} (LAZYLAB_ARMS=name,... loads only the named units)")
-    _REGISTRY = reg
-    return reg
-
-
-def reset_registry() -> None:
-    """Forget the loaded registry, so the next ``registry()`` reads the environment again (tests)."""
-    global _REGISTRY
-    _REGISTRY = None
-
-
-def get_arm(name: str) -> Arm:
-    """Resolve an arm name such as ``yat-frozen``; unknown -> LazylabError."""
-    return registry().arm(name)
+__all__ = ["Unit", "Arm", "UnitFailure", "ContractError", "PluginError", "Registry", "CONTRACT_VERSION",
+           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "smoke_check", "source_hash", "note", "registry",
+           "reset_registry", "get_arm", "strict_plugins"]

@@ -36,6 +36,7 @@ def arms(json_path, check):
 
     prepare_json(json_path)
     reg = registry()
+    reg.load_all()  # every unit imported (each import bounded in time): the listing names every one
     status = {}
     images = None
     for name, (unit, dist, version) in sorted(reg.units.items()):
@@ -173,17 +174,25 @@ def cache_info(cache_dir, json_path):
     """
     from lazylab.cache import Memo, format_size
     from lazylab.config import code_identity
+    from lazylab.runs import stale_source_entries
 
     prepare_json(json_path)
     memo = Memo(cache_dir)
+    volume, by_code = memo.volume(), memo.code_counts()
+    stale = len(stale_source_entries(memo)) if code_identity() in by_code else 0
     for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
         click.echo(line, err=True)
-    volume, by_code = memo.volume(), memo.code_counts()
     out.print(f"{memo.directory}: {len(memo)} entries, {volume / 2**20:.1f} MiB; with the feature store, by the "
               "code that computed them:")
     for code, n in by_code.items():
-        usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
-        out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} ({usable})")
+        if code != code_identity():
+            out.print(f"  {n} by {code or 'lazylab 0.1.0 (no code identity)'} (never reused; 'lazylab cache prune' "
+                      "removes them)")
+            continue
+        out.print(f"  {n - stale} by {code} (current)")
+        if stale:
+            out.print(f"  {stale} by {code} for plugin sources edited since (stale source: reused only if the edit "
+                      "is reverted; 'lazylab cache prune' removes them)")
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
@@ -200,8 +209,9 @@ def cache_info(cache_dir, json_path):
                   "LAZYLAB_XLA_CACHE, 0 for none; not cleared by 'cache clear')")
     write_json(json_path, {
         "memo": {"directory": str(memo.directory), "entries": len(memo), "bytes": volume,
-                 "by_code": [{"code": code, "entries": n, "current": code == code_identity()}
-                             for code, n in by_code.items()]},
+                 "by_code": [{"code": code, "entries": n - (stale if code == code_identity() else 0),
+                              "current": code == code_identity()} for code, n in by_code.items()],
+                 "stale_source": stale},
         "features": {"directory": str(memo.feature_dir), "entries": entries, "bytes": size},
         "compiled_programs": programs, "problems": list(memo.problems)})
 
@@ -229,7 +239,8 @@ def cache_clear(cache_dir, yes):
 @cache_dir_option
 def cache_prune(cache_dir):
     """Remove the entries computed by other code (another lazylab version or numerics), which are never
-    reused, and the entries that cannot be read (as 'cache check' does).
+    reused, the results of plugin sources edited since (lazylab runs --all marks them "stale source";
+    reused only if the edit is reverted), and the entries that cannot be read (as 'cache check' does).
 
     \b
     Examples:
@@ -238,15 +249,18 @@ def cache_prune(cache_dir):
     """
     from lazylab.cache import Memo
     from lazylab.config import code_identity
+    from lazylab.runs import stale_source_entries
 
     memo = Memo(cache_dir)
     try:
         other = memo.prune()
+        stale = memo.remove(stale_source_entries(memo))
         sound, removed = memo.check()
     finally:
         memo.close()
     _echo_lines(memo.problems + removed)
-    out.print(f"removed {_entries(other)} computed by other code than {code_identity()} and "
+    out.print(f"removed {_entries(other)} computed by other code than {code_identity()}, "
+              f"{_entries(stale)} of plugin sources edited since (stale source) and "
               f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept")
 
 

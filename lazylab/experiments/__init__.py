@@ -116,7 +116,7 @@ class Workspace:
             self._stale_noted = True
             from lazylab.runs import superseded_note
 
-            for note in (self.memo.stale_note(), superseded_note(self.memo, [arm for arm, _ in todo.values()])):
+            for note in (self.memo.stale_note(), superseded_note(self.memo, list(todo.values()))):
                 if note:
                     self.memo.problems.append(note)
         for group, records in self.backend.compute(self, groups, reporter, train_runs):

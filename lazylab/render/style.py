@@ -105,7 +105,7 @@ def _registry_colour(unit: str) -> str | None:
     try:
         from lazylab.arms import registry
 
-        found = registry().units.get(unit)
+        found = registry().unit(unit)
     except Exception:  # a broken plugin or strict-plugin mode: no named colour
         return None
     return found[0].colour if found is not None else None
@@ -123,7 +123,7 @@ def default_init(unit: str) -> str:
     try:
         from lazylab.arms import registry
 
-        found = registry().units.get(unit)
+        found = registry().unit(unit)
     except Exception:
         found = None
     return found[0].inits[0] if found is not None else _DEFAULT_INIT.get(unit, "random")
@@ -153,10 +153,8 @@ def _registry_arm(name: str) -> tuple[str, str, str] | None:
     try:
         from lazylab.arms import registry
 
-        arm = registry().arms().get(name)
-    except Exception:  # a broken plugin or strict-plugin mode: fall back to the name
-        return None
-    if arm is None:
+        arm = registry().arm(name)  # imports that arm's unit only
+    except Exception:  # not installed, a broken plugin, strict-plugin mode: fall back to the name
         return None
     return arm.unit.name, arm.init, "trained" if arm.trained else "frozen"
 
