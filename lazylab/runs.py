@@ -54,8 +54,7 @@ FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_ac
           "code", "plugin", "provenance", "checks", "key", "stored", "detail")
 # What ``Run.provenance`` says of a row whose unit is not the installed one.
 NOT_INSTALLED, STALE_SOURCE, OTHER_VERSION = "not installed", "stale source", "other version"
-# The record field naming the conformance checks its unit failed when it was computed (``lazylab.vetting``).
-CHECKS_FAILED = "checks_failed"
+
 _KEY = re.compile(r"(?P<prefix>[a-z]+(?:-train|-lambda)?)-(?P<digest>[0-9a-f]{32})(?:-(?P<part>[a-z]+))?")
 
 
@@ -220,6 +219,8 @@ def run_from_record(rec: dict, kind: str = "run", key: str | None = None) -> Run
 
 
 def _failed_checks(rec: dict) -> list[str]:
+    from lazylab.vetting import CHECKS_FAILED
+
     found = rec.get(CHECKS_FAILED)
     return [c for c in found if isinstance(c, str)] if isinstance(found, list) else []
 

@@ -296,7 +296,7 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
     code, out, err = run(capsys, "arms", "--json", "-", "--check")
     assert code == 2 and "error: unit 'transposed' (lazylab-bad 1.0) fails its check" in one_line(err)
     status = {u["unit"]: u["status"] for u in json.loads(out)["units"]}
-    assert status["transposed"].startswith("contract: random init: bank maps (3, 784) to float32 (8, 3)")
+    assert status["transposed"].startswith("contract: random-bank: bank maps (3, 784) to float32 (8, 3)")
     assert status["relu"] == status["yat"] == status["gaussian"] == status["rff"] == "ok"
     code, _, err = run(capsys, "ladder", "--arms", "transposed-frozen", "--widths", "8", *TINY)
     assert code == 2

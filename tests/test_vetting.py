@@ -98,7 +98,7 @@ def test_strict_mode_refuses_a_nondeterministic_unit_before_any_run_is_stored(no
     assert code == 2 and "Traceback" not in err
     (line,) = lines(err)
     assert line.startswith("error: plugin unit 'noisy' (lazylab-noisy 0.1+src.")
-    assert "random init: not deterministic" in line and "takes_key=True" in line and line.endswith("[LAZYLAB_STRICT_PLUGINS is set]")
+    assert "random-deterministic: not deterministic" in line and "takes_key=True" in line and line.endswith("[LAZYLAB_STRICT_PLUGINS is set]")
     assert memo_results(capsys) == 0  # not even the ReLU arm's run: every unit is vetted first
 
 
@@ -186,7 +186,7 @@ def test_features_are_checked_on_512_images_and_in_magnitude():
             h = jnp.maximum(x @ self.W[...].T, 0.0)
             return h * jnp.where(jnp.arange(x.shape[0])[:, None] == 300, 1e20, 1.0).astype(jnp.float32)
 
-    with pytest.raises(ContractError, match="random init: feature .* at image 300, unit \\d exceeds 1e\\+12"):
+    with pytest.raises(ContractError, match="random-finite: feature .* at image 300, unit \\d exceeds 1e\\+12"):
         testing.check_unit(Unit(name="late", bank=LateBlowUp, fan_in="d"))
 
 

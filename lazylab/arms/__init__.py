@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -182,6 +183,14 @@ def _check_contract(obj, ep_name: str) -> Unit:
         raise ContractError(f"fan_in must be 'm' or 'd', got {obj.fan_in!r}")
     if obj.sample is not None and not callable(obj.sample):
         raise ContractError("sample is not callable")
+    params = bank_parameters(obj.bank)
+    if params is not None:
+        accepts_key = "key" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        if obj.takes_key and not accepts_key:
+            raise ContractError("takes_key=True but bank does not accept key=: add a key parameter")
+        if not obj.takes_key and "key" in params and params["key"].default is params["key"].empty:
+            raise ContractError("bank requires key= but the unit does not declare takes_key=True, so lazylab "
+                                "passes none: declare takes_key=True")
     if obj.colour is not None:
         rgb = obj.colour[1:] if isinstance(obj.colour, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", obj.colour) else None
         if rgb is None:
@@ -207,6 +216,31 @@ def _check_contract(obj, ep_name: str) -> Unit:
             if not ok:
                 raise ContractError(f"lr_grids[{mode!r}] must be a non-empty sequence of rates > 0")
     return obj
+
+
+def bank_parameters(bank) -> dict | None:
+    """The parameters of ``bank`` (of its ``__init__`` for a class), by name; None when they cannot be read."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(bank.__init__ if isinstance(bank, type) else bank).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def key_hint(unit: Unit, exc: BaseException) -> str:
+    """What to add to the one-line report of ``exc``, raised while ``unit``'s bank was built, when the
+    cause is likely its ``takes_key`` flag: a bank with a ``key`` parameter the unit does not declare
+    (lazylab passes no key: ``unexpected PRNG key type <class 'NoneType'>``), or the other way round;
+    "" otherwise."""
+    params = bank_parameters(unit.bank)
+    if not params:
+        return ""
+    if not unit.takes_key and "key" in params:
+        return " (the bank takes key= but the unit does not declare takes_key=True, so lazylab passes no key: declare it)"
+    if unit.takes_key and isinstance(exc, TypeError) and "key" in str(exc):
+        return " (the unit declares takes_key=True: its bank must accept key=)"
+    return ""
 
 
 def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
@@ -324,9 +358,12 @@ def source_hash(module: str) -> str:
 
 
 # The registry lives in lazylab.arms.loading (listing without importing, imports bounded in time).
-from lazylab.arms.loading import (PluginError, Registry, get_arm, registry, reset_registry,  # noqa: E402
-                                  strict_plugins)
+from lazylab.arms.loading import (PluginError, Registry, baseline_settings, get_arm, registry,  # noqa: E402
+                                  reset_registry, strict_plugins)
+
+if "jax" in sys.modules:  # a plugin imports jax, then this: the settings before its own code runs
+    baseline_settings()
 
 __all__ = ["Unit", "Arm", "UnitFailure", "ContractError", "PluginError", "Registry", "CONTRACT_VERSION",
-           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "smoke_check", "source_hash", "note", "registry",
+           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "bank_parameters", "key_hint", "smoke_check", "source_hash", "note", "registry",
            "reset_registry", "get_arm", "strict_plugins"]

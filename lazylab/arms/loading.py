@@ -116,6 +116,31 @@ def debug() -> bool:
     return bool(os.environ.get("LAZYLAB_DEBUG"))
 
 
+def show_traceback(trace: str) -> None:
+    """Write a plugin's own traceback (``traceback.format_exc()`` where its code raised) to stderr, with
+    ``LAZYLAB_DEBUG=1``; nothing otherwise (its one-line reason is reported as usual)."""
+    if debug() and trace:
+        sys.stderr.write(trace if trace.endswith("\n") else trace + "\n")
+        sys.stderr.flush()
+
+
+def raised_by_plugin(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a plugin's code ran, is the plugin's failure rather than the user's:
+    any ``Exception``, ``SystemExit``, and a ``KeyboardInterrupt`` no Ctrl-C sent — under the command
+    line, whose SIGINT handler records each one (``lazylab.cli.progress.on_sigint``); elsewhere a
+    ``KeyboardInterrupt`` is taken as the user's."""
+    if isinstance(exc, (Exception, SystemExit)):
+        return True
+    if not isinstance(exc, KeyboardInterrupt):
+        return False
+    import signal
+
+    progress = sys.modules.get("lazylab.cli.progress")  # not imported here: the command line records Ctrl-C
+    handler = getattr(progress, "on_sigint", None)
+    return (handler is not None and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is handler and not getattr(progress, "interrupted", True))
+
+
 def _wanted() -> dict[str, str | None]:
     """``LAZYLAB_ARMS`` as ``{unit: distribution or None}``: entries ``name`` or ``distribution:name``."""
     out: dict[str, str | None] = {}
@@ -234,6 +259,7 @@ class Registry:
                 failure = f"ContractError: {exc}"
         if failure is not None:
             self.errors[name] = PluginError(name, dist, version, failure, trace)
+            show_traceback(trace)
             return
         self.units[name] = (unit, dist, version)
         if name not in self.sources:
@@ -251,13 +277,10 @@ class Registry:
         errors = [self.errors[n] for n in sorted(names)]
         if strict_plugins():
             problems = "; ".join(f"plugin unit {e.unit!r}{e.where()} failed: {e.message}" for e in errors)
-            error = LazylabError(f"{problems} [LAZYLAB_STRICT_PLUGINS is set; {ONLY_NAMED}]")
-            error.plugin_traceback = "".join(e.traceback for e in errors)
-            raise error
+            raise LazylabError(f"{problems} [LAZYLAB_STRICT_PLUGINS is set; {ONLY_NAMED}]")
         if arms.warn is not None:
             for e in errors:
-                arms.warn(f"plugin unit {e.unit!r}{e.where()} did not load: {e.message} ({ONLY_NAMED})"
-                          + (f"\n{e.traceback.rstrip()}" if debug() and e.traceback else ""))
+                arms.warn(f"plugin unit {e.unit!r}{e.where()} did not load: {e.message} ({ONLY_NAMED})")
 
     # -------------------------------------------------------------- asking
     def unit(self, name: str):
@@ -348,8 +371,8 @@ def registry() -> Registry:
     registrations (one distribution seen twice) count once. A unit is imported when first needed
     (``Registry.load``): a plugin that fails to import, takes longer than ``import_timeout()``
     or breaks the contract (static checks only, ``lazylab.arms.check_bank`` does the rest) is
-    recorded in ``Registry.errors`` and announced through ``lazylab.arms.warn`` (one line per unit,
-    the plugin's traceback after it with ``LAZYLAB_DEBUG=1``); with ``LAZYLAB_STRICT_PLUGINS=1`` it
+    recorded in ``Registry.errors`` and announced through ``lazylab.arms.warn`` (one line per unit;
+    with ``LAZYLAB_DEBUG=1`` the plugin's own traceback on stderr, ``show_traceback``); with ``LAZYLAB_STRICT_PLUGINS=1`` it
     raises one ``LazylabError`` line instead — for the units a command uses, never for others.
     """
     global _REGISTRY

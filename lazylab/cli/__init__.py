@@ -112,6 +112,7 @@ def _main(argv) -> None:
         _run(argv, pending)
     finally:
         arms_registry.warn = None
+        output.release_stdout()
 
 
 def _run(argv, pending: list[str]) -> None:

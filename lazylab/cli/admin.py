@@ -16,44 +16,49 @@ from lazylab.errors import LazylabError
 @click.command()
 @json_option("the units, arms and their plugins")
 @click.option("--check", is_flag=True,
-              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit; exit 2 if any fails.")
-def arms(json_path, check):
+              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit, and keep each verdict "
+                   "for the runs that follow; exit 2 if any fails.")
+@click.option("--list", "list_checks", is_flag=True,
+              help="With --check: list the conformance checks by id (lazylab.testing.CHECKS) instead, importing no unit.")
+def arms(json_path, check, list_checks):
     """List every unit and arm with the plugin (distribution, version) it comes from.
 
-    A plugin that fails to import or breaks the contract is listed with its
-    error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that an error, and
-    LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
+    Imports every unit (each import bounded by LAZYLAB_IMPORT_TIMEOUT seconds, default 30; the
+    other commands import only the units whose arms they use). A plugin that fails to import or
+    breaks the contract is listed with its error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that
+    an error, and LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
 
     \b
     Examples:
       lazylab arms
       lazylab arms --check                 # run the conformance suite on real images
+      lazylab arms --check --list          # the check ids, for expected_failed_checks
       lazylab arms --json - | jq '.arms[].arm'
     """
     from rich.markup import escape
 
-    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, strict_plugins
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, registry, strict_plugins
 
     prepare_json(json_path)
+    if list_checks:
+        _list_checks(json_path, check)
+        return
     reg = registry()
-    reg.load_all()  # every unit imported (each import bounded in time): the listing names every one
+    all_arms = reg.arms()  # every unit imported (each import bounded in time): the listing names every one
     status = {}
-    images = None
-    for name, (unit, dist, version) in sorted(reg.units.items()):
+    for name in sorted(reg.units):
         status[name] = "ok"
         if check:
-            from lazylab.testing import check_unit, real_images
+            from lazylab.vetting import check_images, verdict
 
-            images = real_images() if images is None else images
-            try:
-                check_unit(unit, images)
-            except ContractError as exc:
-                status[name] = f"contract: {exc}"
+            first = next(a for a in all_arms.values() if a.unit.name == name)
+            failures = verdict(first, check_images, recheck=True)  # kept: the unit's first run reads it
+            if failures:
+                status[name] = f"contract: {'; '.join(failures)}"
     failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
               for n, s in status.items() if s != "ok"]
     if failed and strict_plugins():
         raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
-    all_arms = reg.arms()
     rows = [
         {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
          "distribution": a.distribution, "version": a.version, "status": status[a.unit.name]}
@@ -81,9 +86,24 @@ def arms(json_path, check):
     if check:
         passed = len(status) - len(failed)
         out.print(f"conformance suite (lazylab.testing.check_unit) on real images: {passed} of "
-                  f"{count(len(status), 'unit')} passed")
+                  f"{count(len(status), 'unit')} passed; verdicts kept for the runs that follow")
     if failed:  # after the listing: every failing unit, one line each
         raise LazylabError("\nerror: ".join(failed))
+
+
+def _list_checks(json_path, check: bool) -> None:
+    """``arms --check --list``: every conformance check id with what it checks (``lazylab.testing.CHECKS``)."""
+    if not check:
+        raise click.UsageError("--list lists the checks of --check: give both")
+    from lazylab.testing import CHECKS
+
+    write_json(json_path, {"checks": [{"id": cid, "checks": what} for cid, what in CHECKS.items()]})
+    table = Table("check id", "what it checks")
+    for cid, what in CHECKS.items():
+        table.add_row(cid, what)
+    out.print(table)
+    out.print(f"{count(len(CHECKS), 'check')}: a unit runs contract, settings and, for each init it declares, "
+              "<init>-<check> (prefix_stable only where declared); expected_failed_checks takes these ids")
 
 
 @click.group()

@@ -329,8 +329,11 @@ def out_option(folder: str, what: str):
 def json_option(what: str):
     """``--json PATH``: the command's results as JSON; ``-`` prints them on stdout and nothing else
     (the tables are then left out; progress, warnings and errors stay on stderr)."""
+    from lazylab.cli.output import json_stdout
+
     return click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="PATH",
-                        default=None, help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
+                        default=None, callback=json_stdout,
+                        help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
 
 
 def arm_option(default: str | None, what: str):

@@ -100,7 +100,7 @@ def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, c
                   "--csv")
     if rows:
         out.print(_table(rows, any_code, any(r.checks for r in rows)))
-    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))))
+    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))), soft_wrap=True)
     if csv_path is not None:
         out.print(f"wrote {csv_path}")
 

@@ -306,8 +306,12 @@ def run_convex(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter(
                                 "missing": True}
         else:
             todo.append((arm, [cfg]))
+    from lazylab.vetting import mark
+
+    arms = {cfg.key(): arm for arm, cfgs in todo for cfg in cfgs}
     for group, records in ws.backend.compute(ws, todo, reporter, job):
         for cfg, record in zip(group, records):
+            record = mark(record, arms[cfg.key()])  # a unit that failed its checks: said in the record
             ws.memo.put_record(cfg.key(), record)
             found[cfg.key()] = record
             reporter.done(cfg, record, cached=False)

@@ -159,12 +159,14 @@ def _registry_arm(name: str) -> tuple[str, str, str] | None:
     return arm.unit.name, arm.init, "trained" if arm.trained else "frozen"
 
 
-def arm_style(name: str, init: str | None = None) -> ArmStyle:
+def arm_style(name: str, init: str | None = None, colour: str | None = None) -> ArmStyle:
     """The style of arm ``name``: its unit's colour (a darker shade for the unit's second init), its init's
-    marker, its mode's line style; ``init`` overrides the init read from the name or registry."""
+    marker, its mode's line style; ``init`` overrides the init read from the name or registry, ``colour``
+    the unit's colour (as a ladder file records it: the same whether its plugin is installed or not)."""
     unit, parsed_init, mode = parse_arm(name)
     init = init or parsed_init
-    colour = unit_colour(unit) if init == default_init(unit) else _darker(unit_colour(unit))
+    base = colour or unit_colour(unit)
+    colour = base if init == default_init(unit) else _darker(base)
     return ArmStyle(unit, init, mode, colour, INIT_MARKERS.get(init, OTHER_INIT_MARKER), MODE_LINESTYLES[mode])
 
 
