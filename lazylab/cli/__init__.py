@@ -44,7 +44,7 @@ def cli():
 def _register() -> None:
     from lazylab.cli import admin, ladder, ntk, render, runs, studies, verify
 
-    for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
+    for command in (admin.arms, admin.new_unit, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
                     studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render, verify.verify):
         cli.add_command(command)
     _verbosity_everywhere(cli)

@@ -91,6 +91,30 @@ def arms(json_path, check, list_checks):
         raise LazylabError("\nerror: ".join(failed))
 
 
+@click.command("new-unit")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="Folder the package folder NAME is written in.")
+def new_unit(name, parent):
+    """Write a plugin package for a new unit NAME: its entry point, a working unit to edit, a test file
+    running lazylab's conformance suite (one pytest item per check) and a README.
+
+    It installs and passes its tests as written; docs/plugins.md starts from it.
+
+    \b
+    Examples:
+      lazylab new-unit cauchy && pip install -e cauchy && pytest cauchy
+      lazylab ladder --arms cauchy-frozen,yat-frozen --widths 16 --seeds 0 --epochs 1
+    """
+    from lazylab.scaffold import write_unit_package
+
+    for path in write_unit_package(name, parent):
+        out.print(f"wrote {path}")
+    root = parent / name
+    out.print(f"next: pip install -e {root} && pytest {root}; then lazylab arms lists {name}-frozen and {name}-trained",
+              soft_wrap=True)
+
+
 def _list_checks(json_path, check: bool) -> None:
     """``arms --check --list``: every conformance check id with what it checks (``lazylab.testing.CHECKS``)."""
     if not check:
