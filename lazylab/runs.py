@@ -350,11 +350,17 @@ def _check_filters(arms, widths, seeds, kinds) -> None:
 
 
 def _unknown_arms(asked, seen: set[str]) -> list[str]:
-    """The asked arms that are neither in the memo's rows nor of a registered unit (nothing imported)."""
+    """The asked arms that are neither in the memo's rows nor installed (the unit of each such arm is imported)."""
     from lazylab.arms import registry
-    from lazylab.arms.loading import unit_of
 
-    return [a for a in asked if a not in seen and not registry().installed(unit_of(a))]
+    def installed(name: str) -> bool:
+        try:
+            registry().arm(name)
+        except LazylabError:
+            return False
+        return True
+
+    return [a for a in asked if a not in seen and not installed(a)]
 
 
 def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, arms=None, widths=None, seeds=None,
@@ -421,7 +427,7 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
         bank_arm = f"{rec['bank']}-frozen" if kind == "redundancy" and isinstance(rec.get("bank"), str) else None
         run.provenance = provenance(run.arm or bank_arm, run.plugin, installed)
         if stored is not None:
-            run.stored = datetime.fromtimestamp(stored, timezone.utc)
+            run.stored = datetime.fromtimestamp(stored, timezone.utc).replace(microsecond=0)  # as JSON keeps it
         if run.arm:
             seen_arms.add(run.arm)
         if (arms and run.arm not in arms) or (widths and run.width not in widths) or (seeds and run.seed not in seeds):

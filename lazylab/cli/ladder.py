@@ -21,14 +21,11 @@ from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
 
 
-# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
-# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
-SMALLEST_LAMBDA = 1.1754944e-38
-
-
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
     """``--lambdas``: comma-separated distinct finite penalties >= ``SMALLEST_LAMBDA``, largest first; None
     when not given."""
+    from lazylab.experiments.convex import SMALLEST_LAMBDA
+
     if value is None:
         return None
     try:
@@ -176,13 +173,11 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if readout == "both":
         import dataclasses
 
-        from lazylab.experiments.convex import answer, wall
+        from lazylab.experiments.convex import with_convex
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report, est)
-        payload["convex"] = convex
-        payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
-        payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
+        with_convex(payload, result, convex, healthy, climb_widths, climb_gain)
         for part in wall_tables(payload["analysis"]["wall"]) + answer_parts(payload["analysis"]["answer"],
                                                                                   list(plan.widths)):
             out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
@@ -243,10 +238,10 @@ def _lambda_runs(lambdas: dict) -> str:
 
 def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain, est=None) -> None:
     """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
-    from lazylab import analysis as an
-    from lazylab.experiments.convex import lambda_at_edge
+    from lazylab.experiments.convex import convex_file, lambda_at_edge
 
     convex = _convex_phase(ws, plan, lambdas, report, est)
+    document = convex_file(plan, convex, climb_widths, climb_gain)
     widths = list(plan.widths)
     table = Table()
     table.add_column("arm")
@@ -261,12 +256,9 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
     out.print(table)
     for note in edge_note(lambda_at_edge(convex)):  # below, not a caption: a narrow table would wrap it
         out.print(note, soft_wrap=True)
-    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
-                               min_gain=climb_gain) for arm, a in convex["arms"].items()}
-    out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
-    write_json(json_path, {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
-                                    "readout": "convex", **plan.protocol()},
-                           "convex": convex, "analysis": {"convex_law": laws}})
+    out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha",
+                        document["analysis"]["convex_law"]))
+    write_json(json_path, document)
 
 
 

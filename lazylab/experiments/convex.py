@@ -61,6 +61,9 @@ CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 # does (its first fit scored 34-88 % on the paper memo), so it kept the version (docs/convex.md: a custom
 # path's choice stored before it keeps the old pick).
 CHOICE_VERSION = 5
+# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
+# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
+SMALLEST_LAMBDA = 1.1754944e-38
 
 
 @dataclass(frozen=True)
@@ -377,6 +380,34 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": cells,
                                  "lambdas": {str(w): chosen[(arm.name, w)].get("lambda") for w in plan.widths}}
     return out
+
+
+def convex_file(plan, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
+    """What ``lazylab ladder --readout convex --json`` writes (and ``lazylab.api.load`` reads back):
+    ``{"plan": {arms, widths, seeds, "readout": "convex", protocol}, "convex": convex, "analysis":
+    {"convex_law": {arm: fit}}}``, the ladder law (``analysis.ladder_law``) fitted to each arm's mean
+    convex test accuracy per width. Args: ``plan`` a ``LadderPlan``; ``convex`` from ``run_convex_ladder``;
+    ``climb_widths``, ``min_gain`` as for the protocol's law."""
+    from lazylab import analysis as an
+
+    widths = list(plan.widths)
+    min_gain = an.DEFAULT_MIN_GAIN if min_gain is None else min_gain
+    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
+                               min_gain=min_gain) for arm, a in convex["arms"].items()}
+    return {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
+                     "readout": "convex", **plan.protocol()},
+            "convex": convex, "analysis": {"convex_law": laws}}
+
+
+def with_convex(payload: dict, result, convex: dict, arms, climb_widths=None, min_gain: float | None = None) -> dict:
+    """A ladder payload (``LadderResult.to_json()`` plus ``"analysis"``) with its convex readouts, as
+    ``lazylab ladder --readout both --json`` writes it: ``convex`` (``run_convex_ladder``), and in the analysis
+    the ``wall`` table and the study's ``answer``. Args: ``result`` the ``LadderResult``; ``arms`` the arms
+    analysed (``Arm``); ``climb_widths``, ``min_gain`` as for the protocol's law. Returns: ``payload``, filled."""
+    payload["convex"] = convex
+    payload["analysis"]["wall"] = wall(result, convex, climb_widths, min_gain)
+    payload["analysis"]["answer"] = answer(result, convex, arms, payload["analysis"].get("exchange"))
+    return payload
 
 
 def lambda_at_edge(convex: dict) -> list[int]:
