@@ -131,6 +131,24 @@ def test_check_ids_are_one_public_list_with_a_nearest_id_suggestion(capsys):
     assert code == 2 and "--list lists the checks of --check" in err
 
 
+def test_the_plugin_docs_name_every_check_and_the_settings_check_sees_a_switch():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "plugins.md").read_text()
+    for cid in ["contract", "settings", *(f"<init>-{name}" for name in testing.INIT_CHECKS)]:
+        assert f"[`{cid}`" in text, cid
+    # A unit imported directly (a plugin's own tests): its switch is seen against the settings lazylab first read.
+    check = dict(testing.unit_checks(RELU))["settings"]
+    check(RELU)
+    before = jax.config.jax_default_matmul_precision
+    jax.config.update("jax_default_matmul_precision", "bfloat16")
+    try:
+        with pytest.raises(ContractError, match=f"jax_default_matmul_precision: {before} -> bfloat16"):
+            check(RELU)
+    finally:
+        jax.config.update("jax_default_matmul_precision", before)
+
+
 def test_a_forgotten_takes_key_is_named(capsys):
     from dataclasses import replace
 
