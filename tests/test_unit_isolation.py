@@ -21,6 +21,7 @@ import pytest
 from cli_helpers import lines, pinned, run, write_dist
 import lazylab
 import lazylab.api
+import lazylab.config
 from lazylab.arms import ContractError, registry, reset_registry
 
 TINY = ["--train-size", "512", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -252,17 +253,18 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
     monkeypatch.syspath_prepend(str(root))
     argv = ["ladder", "--arms", "editable-frozen", "--widths", "8", *TINY, "--no-figures"]
     counts, notes = [], []
-    for edit in (None, None, "\n# a comment: same version, other source\n"):
+    for widths, edit in (("8,16", None), ("8,16", None), ("8", "\n# a comment: same version, other source\n")):
         if edit:
             with open(root / "lazylab_editable.py", "a") as f:
                 f.write(edit)
         reset_registry()
-        code, out, err = run(capsys, *argv)
+        code, out, err = run(capsys, *argv[:3], "--widths", widths, *argv[5:])
         assert code == 0, err
         counts.append(next(l for l in out.splitlines() if l.startswith("runs:")).split(" from")[0])
         notes.append([l for l in lines(err) if "another plugin" in l])
-    assert counts == ["runs: 1 computed, 0", "runs: 0 computed, 1", "runs: 1 computed, 0"]
-    # One line says why the run was computed again; the listing marks the older row.
+    assert counts == ["runs: 2 computed, 0", "runs: 0 computed, 2", "runs: 1 computed, 0"]
+    # One line says why the run was computed again, counting the one run computed (the memo holds 2 of the
+    # older source); the listing marks the older rows.
     assert notes[:2] == [[], []] and len(notes[2]) == 1
     new = registry().arm("editable-frozen").plugin
     # By default only the rows the installed plugin reuses are listed; include_stale / --all add the others.
@@ -273,21 +275,21 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
     assert rows == {old: "stale source", new: ""}
     code, out, _ = run(capsys, "runs", "--arm", "editable-frozen", "--json", "-")
     listing = json.loads(out)
-    assert [r["plugin"] for r in listing["runs"]] == [new] and listing["stale"] == 1
+    assert [r["plugin"] for r in listing["runs"]] == [new] and listing["stale"] == 2
     code, out, _ = run(capsys, "runs", "--arm", "editable-frozen")
-    assert "1 result of plugins other than the installed ones not shown (--all lists them" in out
+    assert "2 results of plugins other than the installed ones not shown (--all lists them" in out
     code, out, _ = run(capsys, "runs", "--all", "--arm", "editable-frozen", "--json", "-")
     assert {r["plugin"]: r["provenance"] for r in json.loads(out)["runs"]} == rows
     # The bank's redundancy rows (no arm of their own) are marked by the same rule.
     banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy", include_stale=True)
              if "editable" in r.detail}
     assert banks == rows
-    # cache info counts the stale-source entries apart; cache prune removes them (the run and its bank's
+    # cache info counts the stale-source entries apart; cache prune removes them (the 2 runs and their bank's
     # redundancy) and says how many; the current rows stay.
     code, out, _ = run(capsys, "cache", "info")
-    assert code == 0 and "  2 by " in out and "for plugin sources edited since (stale source" in out
+    assert code == 0 and f"  3 by {lazylab.config.code_identity()} for plugin sources edited since (stale source" in out
     code, out, _ = run(capsys, "cache", "prune")
-    assert code == 0 and "2 entries of plugin sources edited since (stale source)" in out
+    assert code == 0 and "3 entries of plugin sources edited since (stale source)" in out
     assert {r.plugin for r in lazylab.api.runs(kind=None, include_stale=True) if r.plugin and "editable" in r.plugin} \
         == {new}
     code, out, _ = run(capsys, "cache", "prune")
