@@ -220,29 +220,31 @@ def _differs(a: np.ndarray, b: np.ndarray) -> tuple[int, int] | None:
     return tuple(np.argwhere(bad)[0]) if bad.any() else None
 
 
+def _agree(case: _Case, x: np.ndarray, want: np.ndarray, say: Callable[[int, int, float, float], str]) -> None:
+    """The features of images ``x``, computed as a batch of their own, against ``want`` (theirs in another
+    batch); at the first difference (``_differs``), ``case.fail(say(row, unit, got, wanted))``."""
+    got = case.features(case.bank, x=x)
+    at = _differs(got, want)
+    if at is not None:
+        raise case.fail(say(*at, got[at], want[at]))
+
+
 def _check_batch(case: _Case) -> None:
     F = case.F
     for what, rows in ((f"in a batch of the first {N} images", slice(0, N)), ("alone", slice(0, 1)),
                        ("alone", slice(300, 301))):
-        got = case.features(case.bank, x=case.x[rows])
-        at = _differs(got, F[rows])
-        if at is not None:
-            i, j = at
-            raise case.fail(f"not batch-invariant: image {rows.start + i}, unit {j} has feature {got[i, j]:.4g} "
-                            f"{what} and {F[rows][i, j]:.4g} in a batch of {len(F)}: a feature must depend on its "
-                            "own image alone (no statistics over the batch, such as standardising by its mean and std)")
+        _agree(case, case.x[rows], F[rows], lambda i, j, got, want: (
+            f"not batch-invariant: image {rows.start + i}, unit {j} has feature {got:.4g} {what} and {want:.4g} in "
+            f"a batch of {len(F)}: a feature must depend on its own image alone (no statistics over the batch, "
+            "such as standardising by its mean and std)"))
 
 
 def _check_order(case: _Case) -> None:
     F = case.F
     order = np.random.default_rng(0).permutation(len(F))
-    got = case.features(case.bank, x=case.x[:len(F)][order])
-    at = _differs(got, F[order])
-    if at is not None:
-        i, j = at
-        raise case.fail(f"not order-invariant: image {order[i]}, unit {j} has feature {got[i, j]:.4g} when the "
-                        f"{len(F)} images are shuffled and {F[order[i], j]:.4g} in order: a feature must not depend "
-                        "on where its image stands in the batch")
+    _agree(case, case.x[:len(F)][order], F[order], lambda i, j, got, want: (
+        f"not order-invariant: image {order[i]}, unit {j} has feature {got:.4g} when the {len(F)} images are "
+        f"shuffled and {want:.4g} in order: a feature must not depend on where its image stands in the batch"))
 
 
 def _check_wide(case: _Case) -> None:

@@ -12,13 +12,12 @@ The broken units are one tiny distribution in a temporary directory put on ``sys
 from __future__ import annotations
 
 import json
-import sys
 
 import jax
 import pytest
 
-from cli_helpers import lines, pinned, run, write_dist
-from lazylab import calibration, testing, vetting
+from cli_helpers import lines, run, vetted_plugin
+from lazylab import testing, vetting
 from lazylab.arms import ContractError, registry, reset_registry
 from lazylab.arms.relu import UNIT as RELU
 
@@ -72,26 +71,13 @@ MODULES = {"batchstd": "lazylab_broken_science", "whitened": "lazylab_broken_sci
 
 @pytest.fixture
 def broken_science(tmp_path, monkeypatch):
-    """The three units installed as lazylab-broken-science 0.1 (the x64 switch in a module of its own); a fresh cache home (no kept verdicts) and memo."""
-    session_calibration = calibration.calibration_path()
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned(*(f"lazylab-broken-science:{u}" for u in UNITS)))
-    monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LAZYLAB_CACHE", str(tmp_path / "memo"))
-    root = write_dist(tmp_path / "site", "lazylab-broken-science", "0.1",
-                      {u: f"{MODULES[u]}:{u.upper()}" for u in UNITS},
-                      {"lazylab_broken_science.py": BROKEN_SCIENCE, "lazylab_flipx64.py": FLIPX64})
-    monkeypatch.syspath_prepend(str(root))
-    for module in set(MODULES.values()):
-        monkeypatch.delitem(sys.modules, module, raising=False)
-    calibration.save(calibration.read(session_calibration))  # the session's figures: no command measures
-    reset_registry()
-    vetting._known.clear()
-    vetting._announced.clear()
-    yield root
-    reset_registry()
-    vetting._known.clear()
-    vetting._announced.clear()
+    """The three units installed as lazylab-broken-science 0.1 (the x64 switch in a module of its own); a fresh
+    cache home (no kept verdicts) and memo."""
+    with vetted_plugin(monkeypatch, tmp_path, "lazylab-broken-science", "0.1",
+                       {u: f"{MODULES[u]}:{u.upper()}" for u in UNITS},
+                       {"lazylab_broken_science.py": BROKEN_SCIENCE, "lazylab_flipx64.py": FLIPX64},
+                       tuple(f"lazylab-broken-science:{u}" for u in UNITS)) as root:
+        yield root
     assert jax.config.jax_enable_x64 is False  # the plugin's switch never outlives its import
 
 
