@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lazylab.arms import Arm, ContractError, UnitFailure, check_bank, key_hint
+from lazylab.arms import Arm, ContractError, UnitFailure, check_bank, key_hint, plugin_error
 from lazylab.errors import LazylabError
 from lazylab.network import N_CLASSES, Model  # noqa: F401  (re-exported: lazylab.model.Model)
 from lazylab.vetting import check_images, vet
@@ -123,8 +123,7 @@ def plugin_call(arm: Arm, cell: str, doing: str, fn, *args, **kwargs):
         if not raised_by_plugin(exc):
             raise
         show_traceback(traceback.format_exc())
-        raise UnitFailure(arm, cell, f"an error {doing} ({type(exc).__name__}: {exc})".splitlines()[0]
-                          + key_hint(arm.unit, exc)) from None
+        raise UnitFailure(arm, cell, f"an error {doing} ({plugin_error(exc)})" + key_hint(arm.unit, exc)) from None
 
 
 N_GRAD = 16  # images for the run-time gradient check (eager: no compile per bank shape)

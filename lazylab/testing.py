@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from lazylab.arms import INITS, ContractError, Unit, _check_contract, check_bank, key_hint
+from lazylab.arms import INITS, ContractError, Unit, _check_contract, check_bank, key_hint, plugin_error
 from lazylab.arms.loading import baseline_settings, process_settings, raised_by_plugin, registry
 
 baseline_settings()  # the process-wide settings before a unit imported after this module changes them
@@ -123,7 +123,7 @@ class _Case:
         except BaseException as exc:  # whatever a broken unit raises is a failed check, not a crash
             if not raised_by_plugin(exc):
                 raise
-            raise self.fail(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+            raise self.fail(plugin_error(exc)) from None
 
     def _once(self, what: str, make):
         """``make()``, whose ContractError is kept and raised again to every later check (one line in all)."""
@@ -146,7 +146,7 @@ class _Case:
         except BaseException as exc:
             if not raised_by_plugin(exc):
                 raise
-            raise self.fail(f"{what} failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            raise self.fail(plugin_error(exc, f"{what} failed: ")
                             + key_hint(self.unit, exc)) from None
         try:
             check_bank(self.unit, feat, len(W), self.x.shape[1], W)
@@ -165,7 +165,7 @@ class _Case:
         try:
             return np.asarray(feat(jnp.asarray(self.x[:n] if x is None else x)))
         except Exception as exc:
-            raise self.fail(f"features failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+            raise self.fail(plugin_error(exc, "features failed: ")) from None
 
     @functools.cached_property
     def F(self) -> np.ndarray:
@@ -201,7 +201,7 @@ def _check_deterministic(case: _Case) -> None:
     except ContractError:
         raise
     except Exception as exc:
-        raise case.fail(f"a second bank construction failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise case.fail(plugin_error(exc, "a second bank construction failed: ")) from None
     if not np.array_equal(again, F, equal_nan=True):
         fix = ("draw it from the key=, not from a global generator (numpy's, Python's random)" if case.unit.takes_key
                else "declare takes_key=True and draw it from bank(W, x_ref, key=...)")
@@ -274,7 +274,7 @@ def _check_gradients(case: _Case) -> None:
     try:
         fails = _gradient_failures(feat, case.x[:N], case.where)
     except Exception as exc:  # e.g. a bank that mutates its state while traced
-        fails = [f"{case.where}: differentiating the bank failed: {type(exc).__name__}: {exc}".splitlines()[0]]
+        fails = [plugin_error(exc, f"{case.where}: differentiating the bank failed: ")]
     if fails:
         raise ContractError("; ".join(fails))
 
@@ -284,7 +284,7 @@ def _check_steps(case: _Case) -> None:
     try:
         fails = _step_failures(case.unit, case.build, case.W, case.x[:N], case.k_h, case.where)
     except Exception as exc:
-        fails = [f"{case.where}: differentiating the bank failed: {type(exc).__name__}: {exc}".splitlines()[0]]
+        fails = [plugin_error(exc, f"{case.where}: differentiating the bank failed: ")]
     if fails:
         raise ContractError("; ".join(fails))
 
@@ -297,7 +297,7 @@ def _check_scalars(case: _Case) -> None:
         s = feat.scalars()
         ok = isinstance(s, dict) and all(isinstance(k, str) and np.isfinite(float(v)) for k, v in s.items())
     except Exception as exc:
-        ok, s = False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        ok, s = False, plugin_error(exc)
     if not ok:
         raise case.fail(f"scalars() must return {{name: finite float}}, got {s!r}")
 
@@ -446,7 +446,7 @@ def _run_check(init: str, name: str, unit: Unit, images=None, seed: int = 0, cas
     except BaseException as exc:  # whatever a broken unit raises (or exits with) is a failed check
         if not raised_by_plugin(exc):
             raise
-        raise case.fail(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise case.fail(plugin_error(exc)) from None
 
 
 def check_unit(unit: Unit, images: np.ndarray | None = None, seed: int = 0) -> None:

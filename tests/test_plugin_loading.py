@@ -160,3 +160,10 @@ def test_json_dash_parses_whatever_a_plugin_prints_on_import_and_while_building_
     assert result["arms"][0]["arm"] == "printer-frozen" and 0 < result["arms"][0]["cells"]["8"]["mean"] < 100
     for said in ("hello from import", "a raw write to descriptor 1", "through sys.__stdout__", "building a bank of 8"):
         assert f"printer: {said}" in proc.stderr
+
+
+def test_a_plugin_error_is_shown_with_its_control_characters_escaped():
+    from lazylab.arms import plugin_error
+
+    line = plugin_error(ValueError("bad \x1b[2J name \x9b and \u202e reversed\nsecond line"), "import: ")
+    assert line == "import: ValueError: bad \\x1b[2J name \\x9b and \\u202e reversed"

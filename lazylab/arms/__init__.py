@@ -218,6 +218,19 @@ def _check_contract(obj, ep_name: str) -> Unit:
     return obj
 
 
+# Characters a terminal obeys rather than shows: C0 and C1 controls, DEL, and the bidirectional marks,
+# embeddings, overrides and isolates (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plugin_error(exc: BaseException, prefix: str = "") -> str:
+    """``"<prefix><type>: <message>"`` of an exception a plugin's code raised, as one line: its first line, each
+    control character in it written as an escape (``\\x1b``, ``\\u202e``), so that the text a plugin chose is
+    shown, never obeyed by the terminal. (The one function lazylab's plugin messages go through.)"""
+    first = (f"{prefix}{type(exc).__name__}: {exc}".splitlines() or [""])[0]
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1] if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", first)
+
+
 def bank_parameters(bank) -> dict | None:
     """The parameters of ``bank`` (of its ``__init__`` for a class), by name; None when they cannot be read."""
     import inspect
@@ -272,7 +285,7 @@ def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
         graphdef, state = nnx.split(feat)  # traced the way lazylab runs banks (lazylab.model.features)
         out = jax.eval_shape(lambda s, x: nnx.merge(graphdef, s)(x), state, jax.ShapeDtypeStruct((n, d), jnp.float32))
     except Exception as exc:
-        raise ContractError(f"bank call failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise ContractError(plugin_error(exc, "bank call failed: ")) from None
     if not hasattr(out, "shape") or tuple(out.shape) != (n, m) or not jnp.issubdtype(out.dtype, jnp.floating):
         got = f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}"
         raise ContractError(f"bank maps ({n}, {d}) to {got}, expected float ({n}, {m})")
@@ -301,7 +314,7 @@ def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
     except ContractError:
         raise
     except Exception as exc:
-        raise ContractError(f"bank construction failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise ContractError(plugin_error(exc, "bank construction failed: ")) from None
     check_bank(unit, feat, m, d, W)
 
 
@@ -365,5 +378,5 @@ if "jax" in sys.modules:  # a plugin imports jax, then this: the settings before
     baseline_settings()
 
 __all__ = ["Unit", "Arm", "UnitFailure", "ContractError", "PluginError", "Registry", "CONTRACT_VERSION",
-           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "bank_parameters", "key_hint", "smoke_check", "source_hash", "note", "registry",
+           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "bank_parameters", "key_hint", "plugin_error", "smoke_check", "source_hash", "note", "registry",
            "reset_registry", "get_arm", "strict_plugins"]

@@ -187,9 +187,12 @@ def _import(ep, timeout: float) -> tuple[object, str | None, str]:
     exc = box.get("error")
     if exc is None:
         return box.get("object"), None, ""
-    what = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0]
+    from lazylab.arms import plugin_error
+
+    what = plugin_error(exc)
     if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-        what = f"{type(exc).__name__}({exc}) raised by the plugin's own code while it was imported"
+        name = type(exc).__name__
+        what = f"{name}({what[len(name) + 2:]}) raised by the plugin's own code while it was imported"
     return None, what, box["traceback"]
 
 
