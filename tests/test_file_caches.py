@@ -384,7 +384,7 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
         sound = None
     corrupt = f"memo entry {key} "  # is corrupt, or was written for another configuration
     with no_hang(CASE_S):
-        code, out, err = run(capsys, "runs", "--cache-dir", memo_dir, "--json", "-")
+        code, out, err = run(capsys, "runs", "--all", "--cache-dir", memo_dir, "--json", "-")  # a bank's plugin too
     assert code == 0, (how, err)
     assert [line for line in lines(err) if not line.startswith(corrupt)] == [] and len(lines(err)) <= 1, (how, err)
     listed = {r["key"]: r for r in json.loads(out)["runs"]}

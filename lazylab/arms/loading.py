@@ -127,8 +127,9 @@ def show_traceback(trace: str) -> None:
 def raised_by_plugin(exc: BaseException) -> bool:
     """Whether ``exc``, raised while a plugin's code ran, is the plugin's failure rather than the user's:
     any ``Exception``, ``SystemExit``, and a ``KeyboardInterrupt`` no Ctrl-C sent — under the command
-    line, whose SIGINT handler records each one (``lazylab.cli.progress.on_sigint``); elsewhere a
-    ``KeyboardInterrupt`` is taken as the user's."""
+    line, whose SIGINT handler records each Ctrl-C (``lazylab.cli.progress.on_sigint``) or ignores it
+    (a background job); where Python's own handler is in place (no command line) a ``KeyboardInterrupt``
+    is taken as the user's."""
     if isinstance(exc, (Exception, SystemExit)):
         return True
     if not isinstance(exc, KeyboardInterrupt):
@@ -136,9 +137,8 @@ def raised_by_plugin(exc: BaseException) -> bool:
     import signal
 
     progress = sys.modules.get("lazylab.cli.progress")  # not imported here: the command line records Ctrl-C
-    handler = getattr(progress, "on_sigint", None)
-    return (handler is not None and threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is handler and not getattr(progress, "interrupted", True))
+    return (progress is not None and not getattr(progress, "interrupted", True)
+            and signal.getsignal(signal.SIGINT) is not signal.default_int_handler)
 
 
 def _wanted() -> dict[str, str | None]:

@@ -305,7 +305,7 @@ def cache_prune(cache_dir):
     _echo_lines(memo.problems + removed)
     out.print(f"removed {_entries(other)} computed by other code than {code_identity()}, "
               f"{_entries(stale)} of plugin sources edited since (stale source) and "
-              f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept")
+              f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept", soft_wrap=True)
 
 
 @cache.command("check")

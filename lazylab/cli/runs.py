@@ -125,10 +125,10 @@ def _table(rows, any_code: bool, checks: bool) -> Table:
                  r.stored.strftime("%Y-%m-%d %H:%M") if r.stored else "-"]
         if any_code:
             cells.append(escape(r.code or "lazylab 0.1.0 (no code identity)"))
-        plugin = escape(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else "")
+        cells.append(escape(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else ""))
         if checks:
-            plugin = [plugin, f"[red]failed {len(r.checks)}[/red]" if r.checks else "passed"]
-        table.add_row(*cells, *([plugin] if isinstance(plugin, str) else plugin), escape(r.detail))
+            cells.append(f"[red]failed {len(r.checks)}[/red]" if r.checks else "passed")
+        table.add_row(*cells, escape(r.detail))
     return table
 
 
