@@ -143,7 +143,7 @@ def summarise(records: list[dict]) -> dict:
     accs = [r["best_acc"] for r in records if r["best_acc"] is not None]
     finals = [r["final_acc"] for r in records if r["final_acc"] is not None]
     failed = sum(bool(r.get("failed")) for r in records)
-    return {**({"failed": failed} if failed else {}),
+    return {
         "n": len(records),
         "diverged": sum(r["diverged"] is not None for r in records),
         "unstable": sum(unstable_reason(r) is not None for r in records),
@@ -151,6 +151,7 @@ def summarise(records: list[dict]) -> dict:
         "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
         "final_mean": float(np.mean(finals)) if finals else None,
         "seeds": [r["config"]["seed"] for r in records],
+        **({"failed": failed} if failed else {}),
     }
 
 
