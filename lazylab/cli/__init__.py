@@ -44,7 +44,7 @@ def cli():
 def _register() -> None:
     from lazylab.cli import admin, ladder, ntk, render, runs, studies, verify
 
-    for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
+    for command in (admin.arms, admin.new_unit, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
                     studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render, verify.verify):
         cli.add_command(command)
     _verbosity_everywhere(cli)
@@ -112,6 +112,7 @@ def _main(argv) -> None:
         _run(argv, pending)
     finally:
         arms_registry.warn = None
+        output.release_stdout()
 
 
 def _run(argv, pending: list[str]) -> None:

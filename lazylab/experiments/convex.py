@@ -66,6 +66,9 @@ REFINE_STEP = 0.5  # decades between the walk's choice and each refined penalty
 REFINE_GAIN = 0.1  # held-out points a refined penalty must gain to replace the walk's choice (10 of 10,000 images)
 REFINE_BEYOND = 4  # half-decade steps the refinement may go on past an end of the path
 REFINE_VERSION = 1
+# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
+# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
+SMALLEST_LAMBDA = 1.1754944e-38
 
 
 @dataclass(frozen=True)
@@ -429,8 +432,12 @@ def run_convex(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter(
                                 "missing": True}
         else:
             todo.append((arm, [cfg]))
+    from lazylab.vetting import mark
+
+    arms = {cfg.key(): arm for arm, cfgs in todo for cfg in cfgs}
     for group, records in ws.backend.compute(ws, todo, reporter, job):
         for cfg, record in zip(group, records):
+            record = mark(record, arms[cfg.key()])  # a unit that failed its checks: said in the record
             ws.memo.put_record(cfg.key(), record)
             found[cfg.key()] = record
             reporter.done(cfg, record, cached=False)
@@ -512,6 +519,34 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": cells,
                                  "lambdas": {str(w): chosen[(arm.name, w)].get("lambda") for w in plan.widths}}
     return out
+
+
+def convex_file(plan, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
+    """What ``lazylab ladder --readout convex --json`` writes (and ``lazylab.api.load`` reads back):
+    ``{"plan": {arms, widths, seeds, "readout": "convex", protocol}, "convex": convex, "analysis":
+    {"convex_law": {arm: fit}}}``, the ladder law (``analysis.ladder_law``) fitted to each arm's mean
+    convex test accuracy per width. Args: ``plan`` a ``LadderPlan``; ``convex`` from ``run_convex_ladder``;
+    ``climb_widths``, ``min_gain`` as for the protocol's law."""
+    from lazylab import analysis as an
+
+    widths = list(plan.widths)
+    min_gain = an.DEFAULT_MIN_GAIN if min_gain is None else min_gain
+    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
+                               min_gain=min_gain) for arm, a in convex["arms"].items()}
+    return {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
+                     "readout": "convex", **plan.protocol()},
+            "convex": convex, "analysis": {"convex_law": laws}}
+
+
+def with_convex(payload: dict, result, convex: dict, arms, climb_widths=None, min_gain: float | None = None) -> dict:
+    """A ladder payload (``LadderResult.to_json()`` plus ``"analysis"``) with its convex readouts, as
+    ``lazylab ladder --readout both --json`` writes it: ``convex`` (``run_convex_ladder``), and in the analysis
+    the ``wall`` table and the study's ``answer``. Args: ``result`` the ``LadderResult``; ``arms`` the arms
+    analysed (``Arm``); ``climb_widths``, ``min_gain`` as for the protocol's law. Returns: ``payload``, filled."""
+    payload["convex"] = convex
+    payload["analysis"]["wall"] = wall(result, convex, climb_widths, min_gain)
+    payload["analysis"]["answer"] = answer(result, convex, arms, payload["analysis"].get("exchange"))
+    return payload
 
 
 def lambda_at_edge(convex: dict) -> list[int]:

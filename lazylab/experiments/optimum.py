@@ -383,6 +383,27 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
     return out
 
 
+def with_optimum(ws: Workspace, payload: dict, result, convex: dict, plan, arms,
+                 reporter: Reporter = Reporter()) -> dict:
+    """A ``--readout both`` ladder payload (``convex.with_convex``'s) with the trained side at its optimum, as
+    ``lazylab ladder --readout both --json`` writes it: ``optimum`` (``run_optimum`` for the trained arms among
+    ``arms`` at ``plan``'s widths, seeds and protocol, budget ``optimum_budget(plan.epochs)``; in memo-only mode
+    the records missing from the memo left out) and ``analysis.fair`` (``fair_answer``). Nothing is added
+    without a trained arm. Returns: ``payload``, filled."""
+    from lazylab.model import N_REF
+
+    trained = tuple(a for a in arms if a.trained)
+    if not trained:
+        return payload
+    optimum = run_optimum(ws, trained, plan.widths, plan.seeds, plan.train_size, plan.fan_in,
+                          optimum_budget(plan.epochs), reporter)
+    optimum["runs"] = [r for r in optimum["runs"] if not r.get("missing")]
+    optimum["fits"] = [r for r in optimum["fits"] if not r.get("missing")]
+    payload["optimum"] = optimum
+    payload["analysis"]["fair"] = fair_answer(result, convex, optimum, arms, ws.data.x_train[:N_REF])
+    return payload
+
+
 # ------------------------------------------------------------------ the fair answer
 def network_cost(arm: Arm, x_ref) -> dict:
     """What a network of ``arm`` costs per width, as lines ``a + b m``: ``{"bank": weights of the bank, "head":
