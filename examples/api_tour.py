@@ -40,7 +40,7 @@ print(mine.exchange_sentence)
 rows = api.runs(arm="yat-frozen", width=[16, 64, 256], seed=0)
 for r in rows:
     print(f"{r.kind} {r.arm} m={r.width} lr={r.lr:g} epochs={r.epochs} train={r.train_size}: "
-          f"best {r.best_acc:.2f} %, {r.seconds:.1f} s, stored {r.stored}")
+          f"best {r.best_acc:.2f} %, {r.seconds:.1f} s, stored {r.stored.isoformat()}")
 
 # %% Convex readouts (`lazylab ladder --readout convex|both`), if the memo holds any: ask for their kind.
 convex = api.runs(arm="yat-frozen", kind="convex")

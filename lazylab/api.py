@@ -27,14 +27,16 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from lazylab.analysis import movement_law_or_why
-from lazylab.api_types import (PANDAS_HINT, ArmRate, Cell, ConvexCell, ExchangeRow, Gap, GramFrame, Ladder, LadderLaw,
-                               MovementLaw, NtkCheck, ReadoutPoint, Result, Rows, TrajectoryEpoch, WallRow)
+from lazylab.api_types import (PANDAS_HINT, ROWS_KIND, ArmRate, Cell, ConvexCell, ExchangeRow, Gap, GramFrame, Ladder,
+                               LadderLaw, MovementLaw, NtkCheck, ReadoutPoint, Record, Result, Rows, TrajectoryEpoch,
+                               WallRow)
 from lazylab.errors import LazylabError
 from lazylab.runs import KINDS, Run, list_runs
 
 __all__ = ["Rows", "Run", "Cell", "ArmRate", "LadderLaw", "MovementLaw", "Gap", "ExchangeRow", "ConvexCell",
-           "WallRow", "Ladder", "GramFrame", "ReadoutPoint", "TrajectoryEpoch", "NtkCheck", "Result",
-           "ladder", "reference", "load", "runs", "KINDS", "PANDAS_HINT"]
+           "WallRow", "Record", "Ladder", "GramFrame", "ReadoutPoint", "TrajectoryEpoch", "NtkCheck", "Result",
+           "ladder", "reference", "load", "runs", "KINDS", "READOUTS", "PANDAS_HINT"]
+READOUTS = ("adamw", "convex", "both")  # ``ladder(readout=...)``, as ``lazylab ladder --readout``
 
 # --------------------------------------------------------------------------- building a Ladder
 def _f(v) -> float | None:
@@ -42,10 +44,11 @@ def _f(v) -> float | None:
 
 
 def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = None,
-                         notes: list[str] | None = None, stored: dict[str, str] | None = None,
-                         where: str | None = None) -> Ladder:
+                         notes: list[str] | None = None, stored: dict | None = None,
+                         where: str | None = None, document: dict | None = None) -> Ladder:
     """A ``Ladder`` from what ``lazylab ladder --json`` writes (plan, arms, runs, analysis; ``convex`` with
-    ``--readout both``); ``where`` names it in errors about its convex part [default: ``source``]."""
+    ``--readout both``); ``where`` names it in errors about its convex part [default: ``source``];
+    ``document``: the file it is (``Ladder.to_dict``) [default: ``payload``]; ``stored``: ``{key: datetime}``."""
     from lazylab.runs import run_from_record, sort_key
 
     plan, analysis = payload["plan"], payload["analysis"]
@@ -54,7 +57,8 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
     for a in payload["arms"]:
         rates.append(ArmRate(arm=a["arm"], plugin=a.get("plugin"), unit=a.get("unit"), init=a.get("init"), lr=_f(a.get("lr")),
                              bracket={float(k): _f(v) for k, v in (a.get("bracket") or {}).items()},
-                             failed=a.get("failed")))
+                             failed=a.get("failed"), colour=a.get("colour"),
+                             checks_failed=list(a.get("checks_failed") or [])))
         for w in widths:
             c = (a.get("cells") or {}).get(str(w))
             if c is None:
@@ -62,7 +66,7 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
             cells.append(Cell(arm=a["arm"], width=w, lr=_f(a.get("lr")), n=int(c.get("n", 0)), mean=_f(c.get("mean")),
                               std=_f(c.get("std")), final_mean=_f(c.get("final_mean")),
                               diverged=int(c.get("diverged") or 0), unstable=int(c.get("unstable") or 0),
-                              seeds=list(c.get("seeds") or [])))
+                              seeds=list(c.get("seeds") or []), failed=int(c.get("failed") or 0)))
     runs = Rows()
     for rec in payload["runs"]:
         run = run_from_record(rec)
@@ -89,13 +93,49 @@ def _ladder_from_payload(payload: dict, source: str, provenance: dict | None = N
     between = [r for r in rows if isinstance(r.note, (list, tuple))]
     for r in between:  # an interpolated row's ``between`` is the bracketing pair of widths
         r.note = f"between m = {r.note[0]} and {r.note[1]}"
+    convex = _convex_cells(payload.get("convex"), where or source, "convex")
     return Ladder(arms=list(plan["arms"]), widths=widths, seeds=[int(s) for s in plan["seeds"]],
                   epochs=int(plan["epochs"]), train_size=int(plan["train_size"]), lr=_f(plan.get("lr")),
                   rates=rates, cells=cells, runs=runs, laws=laws, movement=movement, gaps=gaps, exchange=rows,
                   exchange_sentence=exchange.get("sentence", ""), warnings=list(analysis.get("warnings") or []),
-                  analysis=analysis, source=source, provenance=provenance, notes=list(notes or []),
-                  convex=_convex_cells(payload.get("convex"), where or source, "convex"),
-                  wall=_wall_rows(analysis.get("wall"), where or source))
+                  analysis=analysis, source=source, provenance=provenance, notes=list(notes or []), convex=convex,
+                  wall=_wall_rows(analysis.get("wall"), where or source),
+                  records=_records(payload, rates, cells, convex, where or source),
+                  document=payload if document is None else document)
+
+
+def _records(payload: dict, rates: Rows, cells: Rows, convex: Rows, where: str) -> Rows:
+    """``Record`` per run record (plan order of arms, then width, seed, rate) and per convex record of a payload."""
+    rate = {r.arm: r.lr for r in rates}
+    cell = {(c.arm, c.width): c for c in cells}
+    convex_cell = {(c.arm, c.width): c for c in convex}
+    plan = payload["plan"]
+    out = Rows()
+    try:
+        for rec in payload["runs"]:
+            cfg = rec["config"]
+            ladder_cell = (cfg["lr"] == rate.get(cfg["arm"]) and cfg["width"] in plan["widths"]
+                           and cfg["seed"] in plan["seeds"])
+            c = cell.get((cfg["arm"], cfg["width"])) if ladder_cell else None
+            loss = rec.get("train_loss") or []
+            out.append(Record("adamw", cfg["arm"], int(cfg["width"]), int(cfg["seed"]), _f(cfg["lr"]), None,
+                              not ladder_cell, _f(rec.get("best_acc")), _f(rec.get("final_acc")),
+                              _f(loss[-1]) if loss else None, c and c.n, c and c.mean, c and c.std, rec.get("key", ""),
+                              list(rec.get("checks_failed") or [])))
+        for rec in (payload.get("convex") or {}).get("runs") or []:
+            if rec.get("missing"):
+                continue
+            cfg = rec["config"]
+            c = convex_cell.get((cfg["arm"], cfg["width"]))
+            out.append(Record("convex", cfg["arm"], int(cfg["width"]), int(cfg["seed"]), None, _f(rec.get("lambda")),
+                              False, _f(rec.get("test_acc")), _f(rec.get("test_acc")), _f(rec.get("train_loss")),
+                              c and c.n, c and c.mean, c and c.std, rec.get("key", ""),
+                              list(rec.get("checks_failed") or [])))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise _malformed(where, "runs", exc) from None
+    order = {a: i for i, a in enumerate(plan["arms"])}
+    out.sort(key=lambda r: (r.readout != "adamw", order.get(r.arm, len(order)), r.width, r.seed, r.lr or 0.0))
+    return out
 
 
 def _malformed(where: str, field_: str, exc: Exception) -> LazylabError:
@@ -168,8 +208,9 @@ def _names(values, name: str) -> tuple[str, ...] | None:
 def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None = None,
            seeds: Iterable[int] | None = None, epochs: int | None = None, preset: str = "paper", *,
            train_size: int | None = None, lr: float | None = None, fan_in: str = "unit", bracket: str = "1se",
+           readout: str = "adamw", lambdas: Iterable[float] | None = None,
            cache_dir: str | Path | None = None, data_dir: str | Path | None = None, memo_only: bool = False,
-           redundancy: bool = True, on_run: Callable[[Run, bool], None] | None = None) -> Ladder:
+           redundancy: bool = True, on_run: Callable[[Run, bool], None] | None = None) -> Ladder | Result:
     """Run (or read from the memo) a width ladder and analyse it: ``lazylab ladder`` as a function.
 
     Every argument not given takes ``preset``'s value (``lazylab.experiments.ladder.PRESETS``: ``paper``,
@@ -185,17 +226,27 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
       train_size: the first N training images (256..60000); lr: one fixed rate for every arm.
       fan_in: ``unit`` or ``d`` (the random init's fan-in convention).
       bracket: the rate bracket's rule, ``1se`` or ``argmax`` (``lazylab.bracket``).
+      readout: the frozen heads, as ``lazylab ladder --readout`` (``READOUTS``; docs/convex.md): ``adamw``, the
+        protocol's epochs; ``convex``, the convex optimum of the same objective (frozen arms only; no AdamW
+        runs); ``both``, the protocol and the optimum with the wall table (``Ladder.convex``, ``Ladder.wall``).
+      lambdas: the convex readout's L2 penalty path (distinct, finite, >= ``SMALLEST_LAMBDA``; walked largest
+        first) [default: ``lazylab.experiments.convex.LAMBDAS``].
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       data_dir: Fashion-MNIST [default: ``$LAZYLAB_DATA`` or the Debian package's folder].
-      memo_only: train nothing (``lazylab ladder --report``): every run must be in the memo.
+      memo_only: train nothing (``lazylab ladder --report``): every run (and convex readout) must be in the memo.
       redundancy: measure each bank's redundancy (SPEC section 6; a few seconds per bank).
-      on_run: called as ``on_run(run, cached)`` for each run as it finishes or is read.
-    Returns: Ladder (``source`` names the memo).
-    Raises: LazylabError (one line) for an unknown preset, arm or fan-in, a value out of range, data
-      that cannot be found, or, with ``memo_only``, runs missing from the memo (how many).
+      on_run: called as ``on_run(run, cached)`` for each training run as it finishes or is read.
+    Returns: Ladder (``source`` names the memo; ``to_json()`` is what ``lazylab ladder --json`` writes); for
+      ``readout="convex"`` the ``Result`` of kind ``convex`` that ``load`` makes of the command's file.
+    Raises: LazylabError (one line) for an unknown preset, arm, fan-in or readout, a value out of range, a
+      convex readout of trained arms alone, data that cannot be found, or, with ``memo_only``, runs
+      missing from the memo (how many).
     """
+    import dataclasses
+
     from lazylab.arms import get_arm
     from lazylab.experiments import Reporter, Workspace
+    from lazylab.experiments.convex import LAMBDAS, convex_file, with_convex
     from lazylab.experiments.ladder import preset_plan, run_ladder
     from lazylab.experiments.laws import analyse_ladder, missing_message
 
@@ -211,8 +262,14 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
 
     if bracket not in RULES:
         raise LazylabError(f"bracket: expected one of {', '.join(RULES)}, got {bracket!r}")
+    if readout not in READOUTS:
+        raise LazylabError(f"readout: expected one of {', '.join(READOUTS)}, got {readout!r}")
+    path = _lambdas(lambdas) or LAMBDAS
     plan = preset_plan(preset, tuple(get_arm(n) for n in names) if names else None, _ints(widths, "widths", 1),
                        _ints(seeds, "seeds", 0), epochs, train_size, lr, fan_in, bracket)
+    trained = [a.name for a in plan.arms if a.trained]
+    if readout == "convex" and trained or readout == "both" and len(trained) == len(plan.arms):
+        raise LazylabError(f"readout {readout!r} reads out frozen banks; trained arms: {', '.join(trained)}")
 
     class _Hook(Reporter):
         def done(self, cfg, record, cached):
@@ -222,26 +279,67 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
                 on_run(run_from_record(record), cached)
 
     ws = Workspace(data_dir, cache_dir)
+    source = f"memo at {ws.memo.directory}"
     try:
         ws.memo_only = memo_only
+        if readout == "convex":
+            doc = json.loads(json.dumps(convex_file(plan, _convex_readouts(ws, plan, path, memo_only))))
+            return _convex_result(doc, source, f"ladder(readout='convex') from the {source}")
         result = run_ladder(ws, plan, _Hook())
+        healthy = tuple(a for a in plan.arms if a.name not in ws.failures)  # as the command line: failed arms aside
         if not (memo_only and ws.missing):
-            analysis = analyse_ladder(ws, result, plan.arms, redundancy=redundancy)
+            analysis = analyse_ladder(ws, result, healthy, redundancy=redundancy)
         if memo_only and ws.missing:  # runs (or a redundancy measurement) not in the memo
             raise LazylabError("memo_only: " + missing_message(ws, plan, result).removeprefix("--report: ").replace(
                 "run the same command without --report", "call ladder() without memo_only"))
-        payload = json.loads(json.dumps({**result.to_json(), "analysis": analysis}))
-        return _ladder_from_payload(payload, source=f"memo at {ws.memo.directory}", notes=ws.memo.problems,
+        payload = {**result.to_json(), "analysis": analysis}
+        if readout == "both":
+            from lazylab.experiments.optimum import with_optimum
+
+            frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
+            convex = _convex_readouts(ws, frozen, path, memo_only)
+            with_convex(payload, result, convex, healthy)
+            with_optimum(ws, payload, result, convex, plan, healthy)
+            lacking = [k for k in ws.missing if k.startswith("optimum-")]
+            if memo_only and lacking:
+                raise LazylabError(f"memo_only: the memo at {ws.memo.directory} lacks {len(lacking)} trained-optimum "
+                                   "run(s); call ladder() without memo_only to compute them")
+        return _ladder_from_payload(json.loads(json.dumps(payload)), source=source, notes=ws.memo.problems,
                                     stored=_stored_times(ws.memo))
     finally:
         ws.memo.close()
 
 
-def _stored_times(memo) -> dict[str, str]:
-    """``{key: ISO 8601 UTC}`` of the memo's run entries."""
+def _lambdas(values) -> tuple[float, ...] | None:
+    """``ladder``'s ``lambdas``: distinct finite penalties >= ``SMALLEST_LAMBDA``, largest first; None when not given."""
+    from lazylab.experiments.convex import SMALLEST_LAMBDA
+
+    if values is None:
+        return None
+    out = tuple(values)
+    if not out or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not SMALLEST_LAMBDA <= v < float("inf")
+                      for v in out) or len(set(out)) < len(out):
+        raise LazylabError(f"lambdas: expected distinct finite penalties >= {SMALLEST_LAMBDA:.8g}, got {list(out)!r}")
+    return tuple(sorted((float(v) for v in out), reverse=True))
+
+
+def _convex_readouts(ws, plan, lambdas, memo_only: bool) -> dict:
+    """``run_convex_ladder``; with ``memo_only``, every readout must be in the memo. Raises: LazylabError."""
+    from lazylab.experiments.convex import run_convex_ladder
+
+    convex = run_convex_ladder(ws, plan, lambdas)
+    lacking = [k for k in ws.missing if k.startswith("convex-")]
+    if memo_only and lacking:
+        raise LazylabError(f"memo_only: the memo at {ws.memo.directory} lacks {len(lacking)} convex readout"
+                           f"{'s' if len(lacking) != 1 else ''}; call ladder() without memo_only to compute them")
+    return convex
+
+
+def _stored_times(memo) -> dict:
+    """``{key: datetime in UTC, to the second}`` of the memo's run entries (as ``lazylab.runs.list_runs`` gives them)."""
     from datetime import datetime, timezone
 
-    return {k: datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    return {k: datetime.fromtimestamp(t, timezone.utc).replace(microsecond=0)
             for k, _, t in memo.entries() if k.startswith("run-") and t is not None}
 
 
@@ -253,11 +351,12 @@ def reference(path: str | Path | None = None) -> Ladder:
     ``command``, ``data``, ``runs``); docs/results.md discusses its numbers.
 
     Returns: Ladder (``source`` says ``reference results``; ``provenance`` set; run rows have no
-      ``stored`` time).
+      ``stored`` time; ``to_json()`` is the reference file's document).
     Raises: LazylabError (one line) when the file is absent, unreadable or malformed; for a file that
       is not a reference file (a ``lazylab ladder --json`` file, say) the line points to ``load``.
     """
     from lazylab.reference import load_reference, reference_path
+    from lazylab.schemas import read_json
 
     try:
         doc = load_reference(path)
@@ -265,19 +364,26 @@ def reference(path: str | Path | None = None) -> Ladder:
         if path is not None and "not a lazylab reference file" in str(exc):
             raise LazylabError(f"{exc}; api.load(path) reads the --json files lazylab commands write") from None
         raise
+    path = path or reference_path()
+    return _reference_ladder(doc, read_json(path, "reference results"), f"reference results {path}")
+
+
+def _reference_ladder(doc: dict, raw: dict, name: str) -> Ladder:
+    """The ``Ladder`` of a checked reference document ``doc`` (``raw``: the document as written, ``to_dict``)."""
     prov = doc["provenance"]
-    return _ladder_from_payload(doc["payload"], provenance=prov,
-                                source=f"reference results {path or reference_path()} (computed {prov['when']} "
-                                       f"by {prov['code']}: {prov['where']})")
+    return _ladder_from_payload(doc["payload"], provenance=prov, document=raw,
+                                source=f"{name} (computed {prov['when']} by {prov['code']}: {prov['where']})")
 
 
-LOAD_KINDS = ("ladder", "gram", "readout", "trajectory", "ntk")
+LOAD_KINDS = ("ladder (any --readout)", "gram", "readout", "trajectory", "ntk scalar", "ntk audit", "runs")
 
 
-def load(path: str | Path) -> Ladder | Result:
-    """Read back a ``--json`` file written by the command line, checked like the options that wrote it.
+def load(source: str | Path) -> Ladder | Result | Rows:
+    """Read back a ``--json`` file written by the command line, or JSON text written by this module, checked
+    like the options that wrote it.
 
-    What each file becomes:
+    ``source`` is a path, or JSON text (a ``str`` whose first character other than white space is ``{`` or
+    ``[``: ``Ladder.to_json()``, ``Result.to_json()``, ``Rows.to_json()``). What each document becomes:
       * ``lazylab ladder --json`` (``--readout adamw`` or ``both``): a ``Ladder``, as ``ladder`` returns it
         (``source`` names the file; run rows have no ``stored`` time); a ``--readout both`` file also fills
         ``convex`` (``ConvexCell`` per frozen arm x width) and ``wall`` (``WallRow``). A reference file
@@ -292,26 +398,38 @@ def load(path: str | Path) -> Ladder | Result:
       * ``lazylab ntk scalar --json``: ``Result`` kind ``ntk``, one ``NtkCheck`` per check (the table, one
         column per quantity and one value per report time, in ``data["table"]``); ``ntk audit --json``:
         kind ``ntk-audit``.
-    The file is read by the bounded reader (``lazylab.schemas.read_json``: a regular file, at most
+      * ``lazylab runs --json``: ``Rows`` of ``Run``; ``Rows.to_json()`` text: ``Rows`` of its row class.
+    A file is read by the bounded reader (``lazylab.schemas.read_json``: a regular file, at most
     ``MAX_FILE_BYTES``); a ladder is checked by ``lazylab.reference.check_payload``, the others by
     the pydantic models of ``lazylab.schemas.results``. Nothing is computed and the memo is not read;
     a plugin arm needs no installed unit.
     Raises: LazylabError, one line naming the file (and the field, when one is wrong): missing,
-      unreadable, not a regular file, too large, not JSON, not a file lazylab writes (``ntk lab``,
-      ``ntk arm`` and ``redundancy`` files are not read back), a field missing, of the wrong type or
-      out of its option's range.
+      unreadable, not a regular file, too large, not JSON, not a document listed above (``ntk arm``,
+      ``ntk lab``, ``ntk sweep`` and ``redundancy`` files are not read back), a field missing, of the
+      wrong type or out of its option's range.
     """
+    import copy
+
     from lazylab.experiments.render.settings import json_kind
     from lazylab.reference import KIND as REFERENCE_KIND
-    from lazylab.reference import check_payload
-    from lazylab.schemas import read_json, validate
+    from lazylab.reference import check_payload, check_reference
+    from lazylab.schemas import parse_json, read_json, validate
     from lazylab.schemas.results import RESULT_FILES
 
-    path = Path(path)
-    doc = read_json(path, "load:")
-    where = f"load: {path}"
+    if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
+        path, where = "JSON text", "load: JSON text"
+        doc = parse_json(source, where)
+    else:
+        path = Path(source)
+        doc, where = read_json(path, "load:"), f"load: {path}"
     if isinstance(doc, dict) and doc.get("kind") == REFERENCE_KIND:
-        return reference(path)
+        if isinstance(path, Path):
+            return reference(path)
+        return _reference_ladder(check_reference(copy.deepcopy(doc), where), doc, "reference results (JSON text)")
+    if isinstance(doc, dict) and doc.get("kind") == ROWS_KIND:
+        return _rows(doc, where)
+    if isinstance(doc, dict) and {"memo", "count", "runs"} <= doc.keys() and isinstance(doc["runs"], list):
+        return _rows({"row": "Run", "rows": doc["runs"]}, f"{where} (`lazylab runs --json` output)")
     if isinstance(doc, list) and doc and all(isinstance(c, dict) and "passed" in c for c in doc):
         from lazylab.schemas.results import NtkCheckDoc
 
@@ -322,14 +440,16 @@ def load(path: str | Path) -> Ladder | Result:
     if kind is None and isinstance(doc, dict) and {"arms", "runs", "analysis"} & doc.keys():
         kind = "ladder"  # a ladder file that lost its plan: the checker names what is missing
     if kind is None:
-        raise LazylabError(f"{where}: not a --json file lazylab.api.load reads (the --json output of "
-                           f"{', '.join(LOAD_KINDS)}, or a ladder --readout convex file)")
+        what = " (an `ntk arm` file: not read back)" if isinstance(doc, dict) and {"ntk", "drift"} <= doc.keys() else ""
+        raise LazylabError(f"{where}: not a document lazylab.api.load reads{what}; it reads the --json output of "
+                           f"{', '.join(LOAD_KINDS)}, and the to_json() text of a Ladder, Result or Rows")
     if kind == "ladder":
         plan = doc.get("plan")
         if isinstance(plan, dict) and plan.get("readout") == "convex":
-            return _convex_result(doc, path, where)
+            return _convex_result(doc, str(path), where)
         what = f"{where} (`lazylab ladder --json` output)"
-        return _ladder_from_payload(check_payload(doc, what), source=f"ladder --json file {path}", where=what)
+        return _ladder_from_payload(check_payload(doc, what), source=f"ladder --json {'file ' * isinstance(path, Path)}{path}",
+                                    where=what)
     what = f"{where} (`lazylab {kind}{' scalar' * (kind == 'ntk')} --json` output)"
     checked = validate(RESULT_FILES[kind], doc, what)
     try:
@@ -363,21 +483,50 @@ def load(path: str | Path) -> Ladder | Result:
     return Result("ntk", {"w0": checked.w0, "dt": checked.dt}, Rows(_ntk_checks(checked.checks)), doc, str(path))
 
 
+def _rows(doc: dict, where: str) -> Rows:
+    """``Rows`` of the row class ``doc["row"]`` names (``Rows.to_json``): each item that class's fields."""
+    from dataclasses import fields
+
+    types = {c.__name__: c for c in (Run, Cell, ArmRate, LadderLaw, MovementLaw, Gap, ExchangeRow, ConvexCell, WallRow,
+                                     Record, GramFrame, ReadoutPoint, TrajectoryEpoch, NtkCheck)}
+    name, items = doc.get("row"), doc.get("rows")
+    if not isinstance(items, list) or (name not in types and (items or name is not None)):
+        raise LazylabError(f"{where}: field row: {str(name)[:40]!r} is not a row class lazylab.api.Rows holds "
+                           f"({', '.join(types)}), or rows is not a list")
+    out = Rows()
+    for i, item in enumerate(items):
+        try:
+            if types[name] is Run:
+                out.append(Run.from_json(item))
+                continue
+            names = {f.name for f in fields(types[name])}
+            if not isinstance(item, dict) or not set(item) <= names:
+                raise TypeError(f"fields {sorted(set(item) - names) if isinstance(item, dict) else item!r} "
+                                f"are not {name}'s")
+            row = types[name](**item)
+            if isinstance(row, ArmRate):  # JSON keys are text: the rates are numbers
+                row.bracket = {float(k): v for k, v in row.bracket.items()}
+            out.append(row)
+        except (TypeError, ValueError, LazylabError) as exc:
+            raise LazylabError(f"{where}: rows[{i}]: not a {name} ({str(exc)[:120]})") from None
+    return out
+
+
 def _ntk_checks(checks) -> list[NtkCheck]:
     return [NtkCheck(name=c.name, value=_f(c.value), passed=c.passed, expect=c.expect) for c in checks]
 
 
-def _convex_result(doc: dict, path: Path, where: str) -> Result:
-    """A ``ladder --readout convex`` file as a ``Result`` of ``ConvexCell`` rows."""
+def _convex_result(doc: dict, source: str, where: str) -> Result:
+    """A ``ladder --readout convex`` document as a ``Result`` of ``ConvexCell`` rows (``source``: where it came from)."""
     what = f"{where} (`lazylab ladder --readout convex --json` output)"
     if not isinstance(doc.get("convex"), dict):
         raise LazylabError(f"{what}: field convex: missing or not an object")
-    return Result("convex", doc["plan"], _convex_cells(doc["convex"], what, "convex"), doc, str(path))
+    return Result("convex", doc["plan"], _convex_cells(doc["convex"], what, "convex"), doc, source)
 
 
 def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | None = None,
          seed: Iterable[int] | int | None = None, kind: Iterable[str] | str | None = "run", *,
-         cache_dir: str | Path | None = None, any_code: bool = False) -> Rows:
+         cache_dir: str | Path | None = None, any_code: bool = False, include_stale: bool = False) -> Rows:
     """The memo's results of one kind as ``Run`` rows (``lazylab runs``; ``lazylab.runs.list_runs``).
 
     Args:
@@ -390,10 +539,14 @@ def runs(arm: Iterable[str] | str | None = None, width: Iterable[int] | int | No
         kind has no such field, as ``lazylab runs`` lists them).
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       any_code: also results computed by other code identities (never reused).
+      include_stale: also results whose plugin is not the installed one (``Run.provenance``: an edited
+        plugin's older source, another version, one no longer installed), never reused [default: the
+        results the installed plugins would reuse].
     Returns: Rows of Run (a list), sorted by kind, arm, width, seed.
     Raises: LazylabError (one line) for an unknown kind, an arm neither installed nor in the memo,
       a width below 1 or a negative seed.
     """
     listing = list_runs(cache_dir, arms=_names(arm, "arm"), widths=_ints(width, "width", 1),
-                        seeds=_ints(seed, "seed", 0), kinds=_names(kind, "kind"), any_code=any_code)
+                        seeds=_ints(seed, "seed", 0), kinds=_names(kind, "kind"), any_code=any_code,
+                        include_stale=include_stale)
     return Rows(listing.runs)

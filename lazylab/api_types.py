@@ -7,15 +7,17 @@ Every collection (``Rows``) is a plain ``list`` with ``to_dataframe()``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, fields
 
 from lazylab.errors import LazylabError
 
 PANDAS_HINT = "to_dataframe needs pandas: pip install 'lazylab[pandas]'"
+ROWS_KIND = "lazylab.api.Rows"  # the ``kind`` of the JSON text ``Rows.to_json`` writes (``lazylab.api.load`` reads it)
 
 
 class Rows(list):
-    """A list of dataclass rows (``Run``, ``Cell``, ``LadderLaw``, ...) that can become a DataFrame."""
+    """A list of dataclass rows (``Run``, ``Cell``, ``LadderLaw``, ...) that can become a DataFrame or JSON text."""
 
     def to_dataframe(self):
         """A ``pandas.DataFrame``: one row per item, one column per dataclass field (in field order).
@@ -33,9 +35,18 @@ class Rows(list):
         columns = [f.name for f in fields(self[0])]
         return pd.DataFrame([[getattr(r, c) for c in columns] for r in self], columns=columns)
 
-    def to_json(self) -> list[dict]:
-        """Each row as a dict (``dataclasses.asdict``)."""
+    def to_dicts(self) -> list[dict]:
+        """Each row as a JSON-ready dict (``Run.to_json``, else ``dataclasses.asdict``)."""
         return [r.to_json() if hasattr(r, "to_json") else asdict(r) for r in self]
+
+    def to_json(self) -> str:
+        """JSON text ``{"kind": "lazylab.api.Rows", "row": <row class name>, "rows": [...]}`` that
+        ``lazylab.api.load`` reads back into equal rows (an empty collection has ``"row": null``).
+        Raises: LazylabError for rows of more than one class."""
+        classes = {type(r).__name__ for r in self}
+        if len(classes) > 1:
+            raise LazylabError(f"to_json: rows of one class only, got {', '.join(sorted(classes))}")
+        return json.dumps({"kind": ROWS_KIND, "row": next(iter(classes), None), "rows": self.to_dicts()}, indent=1)
 
 
 @dataclass
@@ -47,7 +58,8 @@ class Cell:
       n: seeds run; mean, std: mean and sample std (ddof=1; 0.0 for one seed) of ``best_acc`` in
         percent over the seeds that did not diverge (None if every seed diverged or is missing);
       final_mean: mean last-epoch accuracy (percent); diverged, unstable: seeds flagged
-        (``lazylab.analysis.unstable_reason``; unstable seeds stay in the mean); seeds: which.
+        (``lazylab.analysis.unstable_reason``; unstable seeds stay in the mean); seeds: which;
+      failed: seeds whose unit failed (no result: ``ArmRate.failed`` says why).
     """
 
     arm: str
@@ -60,6 +72,7 @@ class Cell:
     diverged: int
     unstable: int
     seeds: list[int] = field(default_factory=list)
+    failed: int = 0
 
 
 @dataclass
@@ -69,7 +82,9 @@ class ArmRate:
     Attributes: arm; plugin (``"<distribution> <version>+src.<hash>"``, None in older files); lr (None
     if every bracket run diverged); bracket: ``{rate: best_acc (%) or None}`` (empty for a fixed rate);
     failed: the unit failure that stopped the arm, or None; unit and init (``"random"``/``"data"``):
-    the arm's unit and initialisation (None in files written before they were recorded).
+    the arm's unit and initialisation (None in files written before they were recorded); colour: the
+    unit's colour in pictures (``#RRGGBB``; None where the file records none); checks_failed: the
+    conformance checks its unit failed (``lazylab.testing.CHECKS``; its runs may not be reproducible).
     """
 
     arm: str
@@ -79,6 +94,8 @@ class ArmRate:
     failed: str | None = None
     unit: str | None = None
     init: str | None = None
+    colour: str | None = None
+    checks_failed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -201,6 +218,37 @@ class WallRow:
 
 
 @dataclass
+class Record:
+    """One stored result behind a ladder, in long format: a training run (``readout`` ``adamw``) or a convex
+    readout (``convex``), beside the cell it belongs to (``Ladder.records``).
+
+    Attributes: readout; arm; width (units m); seed; lr: the AdamW rate (None for a convex readout);
+    penalty: the convex readout's L2 penalty lambda (None for a run); bracket: a rate-bracket run that is
+    not one of the ladder's cells (False for convex readouts); best_acc, final_acc: test accuracy (%) at
+    the best and the last epoch (a convex readout: its one test accuracy in both); train_loss (nats): the
+    last epoch's mean (a run), at the optimum (a convex readout); cell_n, cell_mean, cell_std: the cell of
+    this readout at (arm, width) (``Cell`` or ``ConvexCell``; None for a bracket run); key: the memo key;
+    checks_failed: the conformance checks its unit failed when it was computed.
+    """
+
+    readout: str
+    arm: str
+    width: int
+    seed: int
+    lr: float | None
+    penalty: float | None
+    bracket: bool
+    best_acc: float | None
+    final_acc: float | None
+    train_loss: float | None
+    cell_n: int | None
+    cell_mean: float | None
+    cell_std: float | None
+    key: str
+    checks_failed: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Ladder:
     """A width ladder and its analysis.
 
@@ -215,8 +263,10 @@ class Ladder:
       gaps: ``Gap`` per pair and width; exchange: ``ExchangeRow`` per trained arm and width;
       exchange_sentence: the exchange rate in one sentence; warnings: unstable runs and bracket
         edges, one line each.
-      convex, wall: ``ConvexCell`` per frozen arm x width and the ``WallRow`` table, from a
-        ``ladder --readout both`` file read by ``load`` (empty otherwise).
+      convex, wall: ``ConvexCell`` per frozen arm x width and the ``WallRow`` table of a ``--readout both``
+        ladder (``ladder(readout="both")``, or its file read by ``load``; empty otherwise).
+      records: every run and convex record as a ``Record``, with its cell (long format:
+        ``records.to_dataframe()``).
       analysis: the whole analysis dict (``experiments.laws.analyse_ladder``: also redundancy and
         learned scalars).
       source: where it came from (``memo at DIR`` or ``reference results ...``); provenance: the
@@ -245,6 +295,18 @@ class Ladder:
     notes: list[str] = field(default_factory=list)
     convex: Rows = field(default_factory=Rows)
     wall: Rows = field(default_factory=Rows)
+    records: Rows = field(default_factory=Rows)
+    document: dict = field(default_factory=dict, repr=False, compare=False)  # the file it is (``to_dict``)
+
+    def to_dict(self) -> dict:
+        """The ladder as the JSON document it came from: what ``lazylab ladder --json`` writes (``--readout
+        both``: with ``convex``), or a reference file (with its provenance); ``lazylab.api.load`` reads it back."""
+        return json.loads(json.dumps(self.document))
+
+    def to_json(self) -> str:
+        """``to_dict()`` as JSON text, which ``lazylab.api.load`` reads back into an equal ``Ladder`` (but for
+        ``source``, ``notes`` and the runs' ``stored`` times, which no file holds)."""
+        return json.dumps(self.document, indent=1)
 
     def cell(self, arm: str, width: int) -> Cell:
         """The cell of ``arm`` at ``width``. Raises: LazylabError if the ladder has none."""
@@ -346,3 +408,7 @@ class Result:
     def to_dataframe(self):
         """``rows.to_dataframe()``."""
         return self.rows.to_dataframe()
+
+    def to_json(self) -> str:
+        """The document it was read from, as JSON text (``lazylab.api.load`` reads it back)."""
+        return json.dumps(self.data, indent=1)

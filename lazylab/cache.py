@@ -330,6 +330,14 @@ class Memo:
             removed += sum(bool(store.delete(k)) for k in keys)
         return removed
 
+    def remove(self, keys) -> int:
+        """Delete the main store's entries ``keys`` (those present); returns how many were removed.
+        Raises: LazylabError if the store cannot be written."""
+        try:
+            return sum(bool(self._cache.delete(k)) for k in keys)
+        except (sqlite3.Error, diskcache.core.Timeout) as exc:
+            raise LazylabError(f"cannot write to the memo at {self.directory}: {_one_line(exc)}") from None
+
     def check(self) -> tuple[int, list[str]]:
         """Read every entry of both stores and remove those that cannot be read; good ones are left as they are.
 

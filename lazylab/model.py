@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lazylab.arms import Arm, ContractError, UnitFailure, check_bank
+from lazylab.arms import Arm, ContractError, UnitFailure, check_bank, key_hint, plugin_error
 from lazylab.errors import LazylabError
 from lazylab.network import N_CLASSES, Model, apply_bank  # noqa: F401  (re-exported: lazylab.model.Model)
-from lazylab.vetting import vet
+from lazylab.vetting import check_images, vet
 
 N_REF = 512  # images used for data-dependent scalars (Gaussian median heuristic)
 
@@ -48,7 +48,8 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
       seed: integer seed.
       x_train: ``(n, d)`` training images in [0, 1].
       fan_in: ``"unit"`` or ``"d"`` (see module docstring).
-    Raises: LazylabError for a width the init cannot provide.
+    Raises: LazylabError for a width the init cannot provide; UnitFailure when the unit's own ``sample``
+      raises (``plugin_call``).
     """
     bank_key, _ = split_key(seed)
     n, d = x_train.shape
@@ -61,7 +62,8 @@ def init_prototypes(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in
                                    f"seeding, but the training set holds only {distinct} distinct images")
         return W
     if arm.unit.sample is not None:
-        W = np.asarray(arm.unit.sample(bank_key, (width, d)), np.float32)
+        W = np.asarray(plugin_call(arm, f"{arm.name} m={width} seed {seed}", "drawing its prototypes",
+                                   arm.unit.sample, bank_key, (width, d)), np.float32)
         if W.shape != (width, d):
             raise LazylabError(f"unit {arm.unit.name!r} ({arm.plugin}) breaks the lazylab.arms contract: "
                                f"sample returned shape {W.shape}, expected {(width, d)}")
@@ -93,20 +95,35 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     unit and plugin identity before its first bank).
     """
     x_ref = np.asarray(x_train[:N_REF], np.float32)
-    vet(arm, x_ref)  # a third-party unit passes the conformance suite first (once per source)
+    vet(arm, lambda: check_images(fallback=x_train))  # a third-party unit passes the suite first (once per source)
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
-    try:
-        feat = arm.unit.make_bank(W, x_ref, key=jax.random.fold_in(bank_key, 1))
-    except (Exception, SystemExit) as exc:  # the plugin's error, not lazylab's: one line naming the unit
-        raise UnitFailure(arm, f"{arm.name} m={width} seed {seed}",
-                          f"an error building its bank ({type(exc).__name__}: {exc})".splitlines()[0]) from None
+    feat = plugin_call(arm, f"{arm.name} m={width} seed {seed}", "building its bank", arm.unit.make_bank, W, x_ref,
+                       key=jax.random.fold_in(bank_key, 1))
     try:
         check_bank(arm.unit, feat, width, W.shape[1], W)
     except ContractError as exc:
         raise LazylabError(f"unit {arm.unit.name!r} ({arm.plugin}) breaks the lazylab.arms contract: {exc}") from None
     check_finite(arm, feat, x_ref, f"{arm.name} m={width} seed {seed}")
     return Model(feat, width, head_key)
+
+
+def plugin_call(arm: Arm, cell: str, doing: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a unit's own code (its ``sample`` or ``bank``), with whatever it raises —
+    ``SystemExit`` and a ``KeyboardInterrupt`` no Ctrl-C sent included (``raised_by_plugin``) — turned
+    into the unit's failure. Raises: UnitFailure naming the unit, its plugin, ``cell`` and the error in
+    one line (``LAZYLAB_DEBUG=1`` also prints the plugin's traceback)."""
+    import traceback
+
+    from lazylab.arms.loading import raised_by_plugin, show_traceback
+
+    try:
+        return fn(*args, **kwargs)
+    except BaseException as exc:
+        if not raised_by_plugin(exc):
+            raise
+        show_traceback(traceback.format_exc())
+        raise UnitFailure(arm, cell, f"an error {doing} ({plugin_error(exc)})" + key_hint(arm.unit, exc)) from None
 
 
 N_GRAD = 16  # images for the run-time gradient check (eager: no compile per bank shape)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,7 +51,7 @@ KIND_OF = {
 }
 KINDS = tuple(KIND_OF.values())
 FIELDS = ("kind", "arm", "width", "seed", "lr", "epochs", "train_size", "best_acc", "final_acc", "seconds",
-          "code", "plugin", "provenance", "key", "stored", "detail")
+          "code", "plugin", "provenance", "checks", "key", "stored", "detail")
 # What ``Run.provenance`` says of a row whose unit is not the installed one.
 NOT_INSTALLED, STALE_SOURCE, OTHER_VERSION = "not installed", "stale source", "other version"
 
@@ -82,9 +82,14 @@ class Run:
       provenance: ``""`` when that plugin is the one installed (or the row names none);
         ``"not installed"`` (no installed arm of that name), ``"stale source"`` (the installed
         distribution and version have other source files: an edit in place) or ``"other version"``
-        (another distribution or version is installed). Such rows are never reused.
+        (another distribution or version is installed). Such rows are never reused, and listed
+        only when asked for (``list_runs(include_stale=True)``).
+      checks: the conformance checks (``lazylab.testing``) its unit failed when it was computed, one
+        line each (empty: it passed them, or the kind records none); such a result may not be
+        reproducible.
       key: the memo key (for a result stored in parts, the key of the result, without the part).
-      stored: when it was written, ISO 8601 in UTC (``2026-12-03T10:15:00+00:00``), or None.
+      stored: when it was written (a timezone-aware ``datetime`` in UTC), or None; ISO 8601 in JSON
+        and CSV (``2026-12-03T10:15:00+00:00``).
       detail: one line of what the kind adds (``diverged at epoch 3``, the unstable reason, a
         convex readout's lambda, a redundancy's bank and participation ratio, ...).
       config: the stored configuration (empty when the entry has none); in JSON, not in CSV.
@@ -103,18 +108,38 @@ class Run:
     code: str | None = None
     plugin: str | None = None
     provenance: str = ""
+    checks: list[str] = field(default_factory=list)
     key: str = ""
-    stored: str | None = None
+    stored: datetime | None = None
     detail: str = ""
     config: dict = field(default_factory=dict, repr=False)
 
     def row(self) -> dict:
-        """The ``FIELDS`` as a flat dict (one CSV row)."""
-        return {k: getattr(self, k) for k in FIELDS}
+        """The ``FIELDS`` as a flat dict (one CSV row): ``stored`` in ISO 8601, ``checks`` joined by ``"; "``."""
+        return {k: "; ".join(self.checks) if k == "checks" else _iso(self.stored) if k == "stored" else getattr(self, k)
+                for k in FIELDS}
 
     def to_json(self) -> dict:
-        """Every field, ``config`` included (JSON-ready)."""
-        return asdict(self)
+        """Every field, ``config`` included (JSON-ready: ``stored`` in ISO 8601)."""
+        return {**asdict(self), "stored": _iso(self.stored)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Run":
+        """The ``Run`` whose ``to_json()`` is ``doc`` (``lazylab runs --json`` rows). Raises: LazylabError
+        (one line) for a row that is not one."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(doc, dict) or doc.get("kind") not in KINDS or not set(doc) <= names:
+            raise LazylabError(f"not a lazylab.runs.Run row: {str(doc)[:80]}")
+        try:
+            stored = doc.get("stored")
+            return cls(**{**doc, "stored": None if stored is None else datetime.fromisoformat(stored),
+                          "checks": list(doc.get("checks") or []), "config": dict(doc.get("config") or {})})
+        except (TypeError, ValueError) as exc:
+            raise LazylabError(f"not a lazylab.runs.Run row ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat(timespec="seconds")
 
 
 @dataclass
@@ -127,6 +152,8 @@ class RunListing:
       entries: entries in the memo's main store (results, their parts and stored features).
       other_code: results matching the filters that were computed by another code identity
         and are not in ``runs`` (0 when ``any_code`` was given: they are in ``runs``).
+      stale: results matching the filters whose plugin is not the installed one (``Run.provenance``)
+        and are not in ``runs`` (0 with ``include_stale``).
       problems: one line per corrupt entry met (it was removed, as every memo read does).
     """
 
@@ -134,6 +161,7 @@ class RunListing:
     directory: Path
     entries: int = 0
     other_code: int = 0
+    stale: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -188,12 +216,20 @@ def run_from_record(rec: dict, kind: str = "run", key: str | None = None) -> Run
     return run
 
 
+def _failed_checks(rec: dict) -> list[str]:
+    from lazylab.vetting import CHECKS_FAILED
+
+    found = rec.get(CHECKS_FAILED)
+    return [c for c in found if isinstance(c, str)] if isinstance(found, list) else []
+
+
 def _fill(run: Run, rec: dict) -> None:
     """Fill ``run`` (kind and key set) from its record (JSON dict; a readout's arrays)."""
     from lazylab.analysis import unstable_reason
 
     kind = run.kind
     run.seconds = _num(rec.get("seconds"))
+    run.checks = _failed_checks(rec)
     if kind == "run":
         _from_config(run, rec.get("config"))
         run.best_acc, run.final_acc = _num(rec.get("best_acc")), _num(rec.get("final_acc"))
@@ -272,27 +308,29 @@ def _plugin_of(config: dict) -> str | None:
     return None
 
 
-def installed_arms() -> dict:
-    """``{arm name: lazylab.arms.Arm}`` of the installed units; {} when the registry cannot load (strict mode)."""
+def installed_identities() -> dict[str, str]:
+    """``{unit name: plugin identity}`` of every registered unit (``Registry.identity``: metadata and
+    source files, nothing imported)."""
     from lazylab.arms import registry
 
-    try:
-        return registry().arms()
-    except LazylabError:
-        return {}
+    reg = registry()
+    return {u: reg.identity(u) for u in sorted(set(reg.entries) | set(reg.units))}
 
 
-def provenance(arm: str | None, plugin: str | None, installed: dict) -> str:
-    """What a row computed by ``plugin`` for ``arm`` is to the installed units (``Run.provenance``)."""
+def provenance(arm: str | None, plugin: str | None, installed: dict[str, str]) -> str:
+    """What a row computed by ``plugin`` for ``arm`` is to the installed units (``Run.provenance``);
+    ``installed`` as ``installed_identities`` returns it."""
+    from lazylab.arms.loading import unit_of
+
     if not arm or not plugin:
         return ""
-    now = installed.get(arm)
+    now = installed.get(unit_of(arm))
     if now is None:
         return NOT_INSTALLED
-    if now.plugin == plugin:
+    if now == plugin:
         return ""
     release = lambda identity: identity.split("+src.", 1)[0]
-    return STALE_SOURCE if release(now.plugin) == release(plugin) else OTHER_VERSION
+    return STALE_SOURCE if release(now) == release(plugin) else OTHER_VERSION
 
 
 def _check_filters(arms, widths, seeds, kinds) -> None:
@@ -310,18 +348,21 @@ def _check_filters(arms, widths, seeds, kinds) -> None:
 
 
 def _unknown_arms(asked, seen: set[str]) -> list[str]:
-    """The asked arms that are neither in the memo's rows nor installed (``lazylab.arms``)."""
-    missing = [a for a in asked if a not in seen]
-    if not missing:
-        return []
+    """The asked arms that are neither in the memo's rows nor installed (the unit of each such arm is imported)."""
     from lazylab.arms import registry
 
-    installed = set(registry().arms())
-    return [a for a in missing if a not in installed]
+    def installed(name: str) -> bool:
+        try:
+            registry().arm(name)
+        except LazylabError:
+            return False
+        return True
+
+    return [a for a in asked if a not in seen and not installed(a)]
 
 
 def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, arms=None, widths=None, seeds=None,
-              kinds=None, any_code: bool = False) -> RunListing:
+              kinds=None, any_code: bool = False, include_stale: bool = False) -> RunListing:
     """Every result in the memo as a ``Run``, filtered; nothing is computed.
 
     Args:
@@ -334,6 +375,8 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
         on it.
       any_code: also list results computed by other code identities (never reused by this
         lazylab; ``lazylab cache prune`` removes them) [default: the current one's only].
+      include_stale: also list results whose plugin is not the installed one (``Run.provenance``:
+        stale source, other version, not installed), never reused [default: the installed plugins' only].
     Returns: RunListing (rows sorted by kind, arm, width, seed).
     Raises: LazylabError (one line) for an unknown kind, a width below 1, a negative seed, an arm
       that is neither in the memo nor installed, or a memo that cannot be read.
@@ -352,15 +395,16 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
             return listing
         memo = Memo(directory, feature_limit=0)
         try:
-            listing = list_runs(memo=memo, arms=arms, widths=widths, seeds=seeds, kinds=kinds, any_code=any_code)
+            listing = list_runs(memo=memo, arms=arms, widths=widths, seeds=seeds, kinds=kinds, any_code=any_code,
+                                include_stale=include_stale)
         finally:
             memo.close()
         listing.problems[:0] = [note] if note else []
         return listing
     current = code_identity()
     entries = memo.entries()
-    installed = installed_arms()
-    rows, other, seen_arms = [], 0, set()
+    installed = installed_identities()
+    rows, other, stale, seen_arms = [], 0, 0, set()
     for key, tag, stored in entries:
         m = KEY.fullmatch(key)
         kind = KIND_OF.get((m["prefix"], m["part"])) if m else None
@@ -381,13 +425,16 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
         bank_arm = f"{rec['bank']}-frozen" if kind == "redundancy" and isinstance(rec.get("bank"), str) else None
         run.provenance = provenance(run.arm or bank_arm, run.plugin, installed)
         if stored is not None:
-            run.stored = datetime.fromtimestamp(stored, timezone.utc).isoformat(timespec="seconds")
+            run.stored = datetime.fromtimestamp(stored, timezone.utc).replace(microsecond=0)  # as JSON keeps it
         if run.arm:
             seen_arms.add(run.arm)
         if (arms and run.arm not in arms) or (widths and run.width not in widths) or (seeds and run.seed not in seeds):
             continue
         if tag != current and not any_code:
             other += 1
+            continue
+        if run.provenance and not include_stale:
+            stale += 1
             continue
         rows.append(run)
     if arms:
@@ -397,28 +444,48 @@ def list_runs(cache_dir: str | Path | None = None, *, memo: Memo | None = None, 
             raise LazylabError(f"unknown arm {bad[0]!r}: not installed and not in the memo at {memo.directory} "
                                f"(its arms: {held})")
     rows.sort(key=sort_key)
-    return RunListing(runs=rows, directory=memo.directory, entries=len(entries), other_code=other,
+    return RunListing(runs=rows, directory=memo.directory, entries=len(entries), other_code=other, stale=stale,
                       problems=list(memo.problems))
 
 
-def superseded_note(memo: Memo, arms) -> str | None:
-    """One line saying why runs of ``arms`` (``lazylab.arms.Arm``) that the memo seems to hold are computed
-    again: it holds runs of those arm names computed by another plugin identity (an edited, upgraded or
-    other plugin), never reused. None when it holds none.
+def superseded_note(memo: Memo, todo) -> str | None:
+    """One line saying why runs about to be computed seem to be in the memo: it holds the same
+    configurations computed by another plugin identity of their arm (an edited, upgraded or other
+    plugin), never reused. ``todo``: ``[(lazylab.arms.Arm, [RunConfig, ...]), ...]``, the runs the
+    command computes; each is counted once, under the identity that computed its older copy.
+    None when the memo holds none of them.
     """
-    names = {a.name: a for a in arms}
-    if not names:
+    import json
+
+    from lazylab.arms.loading import unit_of
+
+    def same(config: dict) -> str:  # a configuration, whatever plugin identity computed it
+        return json.dumps({k: v for k, v in config.items() if k != "plugin"}, sort_keys=True)
+
+    arms = {arm.name: arm for arm, _ in todo}
+    wanted = {same(json.loads(cfg.canonical())) for _, cfgs in todo for cfg in cfgs}
+    if not wanted:
         return None
-    held = [r for r in list_runs(memo=memo, arms=list(names), kinds=["run", "convex"]).runs
-            if r.plugin and r.plugin != names[r.arm].plugin]
-    if not held:
+    by: dict[tuple[str, str], set[str]] = {}
+    for r in list_runs(memo=memo, arms=list(arms), kinds=["run"], include_stale=True).runs:
+        if r.plugin and r.plugin != arms[r.arm].plugin and same(r.config) in wanted:
+            by.setdefault((r.arm, r.plugin), set()).add(same(r.config))
+    if not by:
         return None
-    by: dict[tuple[str, str], int] = {}
-    for r in held:
-        by[(r.arm, r.plugin)] = by.get((r.arm, r.plugin), 0) + 1
-    what = "; ".join(f"{n} of {arm} by {plugin} ({provenance(arm, plugin, names)}; installed: {names[arm].plugin})"
-                     for (arm, plugin), n in sorted(by.items()))
+    identities = {unit_of(a.name): a.plugin for a in arms.values()}
+    what = "; ".join(f"{len(configs)} of {arm} by {plugin} ({provenance(arm, plugin, identities)}; "
+                     f"installed: {arms[arm].plugin})" for (arm, plugin), configs in sorted(by.items()))
     return f"note: the memo holds results computed by another plugin, never reused, so these are computed again: {what}"
+
+
+def stale_source_entries(memo: Memo) -> list[str]:
+    """Keys of the main store's entries that hold results of plugin sources edited since
+    (``Run.provenance`` ``stale source``: the installed distribution and version, other source files),
+    each result with its parts; only the current code's (other code's are ``Memo.prune``'s). Such
+    results are reused only if the edit is reverted."""
+    stale = {r.key for r in list_runs(memo=memo, include_stale=True).runs if r.provenance == STALE_SOURCE}
+    found = [(k, KEY.fullmatch(k)) for k, _, _ in memo.entries()]
+    return [k for k, m in found if m and f"{m['prefix']}-{m['digest']}" in stale]
 
 
 def sort_key(run: Run) -> tuple:

@@ -153,6 +153,22 @@ def _member(tree, i: int):
     return jax.tree.map(lambda a: a[i], tree)
 
 
+def _members(models, trainable_filter, weight_decay: float, n: int, batch: int, who: str):
+    """``(graphdef, trainable, rest, tx, opt_state)`` of members trained side by side: each model split by
+    ``trainable_filter``, the parts stacked on a leading axis (stacking copies, so donation never invalidates the
+    models' own arrays), AdamW with its rate in the optimiser state (one compiled program serves every rate).
+    Raises: ValueError if ``n < batch`` or the models do not share one graph (``who`` names the caller)."""
+    if n < batch:
+        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
+    splits = [nnx.split(model, trainable_filter, ...) for model in models]
+    graphdef = splits[0][0]
+    if any(g != graphdef for g, _, _ in splits):
+        raise ValueError(f"{who} members must share one model structure (one arm and width)")
+    trainable, rest = _stack([t for _, t, _ in splits]), _stack([r for _, _, r in splits])
+    tx = optimizer(1.0, weight_decay)
+    return graphdef, trainable, rest, tx, jax.vmap(tx.init)(trainable)
+
+
 def fit_batch(
     models: list[nnx.Module],
     x_train,
@@ -207,17 +223,7 @@ def fit_batch(
         raise ValueError(f"fit_batch needs one rate, seed (and input, if not shared) per model, got {S} models, "
                          f"{len(lrs)} rates, {len(seeds)} seeds")
     n = len(y_train)
-    if n < batch:
-        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
-    splits = [nnx.split(model, trainable_filter, ...) for model in models]
-    graphdef = splits[0][0]
-    if any(g != graphdef for g, _, _ in splits):
-        raise ValueError("fit_batch members must share one model structure (one arm and width)")
-    # Stacking copies, so donation never invalidates the models' own arrays.
-    trainable, rest = _stack([t for _, t, _ in splits]), _stack([r for _, _, r in splits])
-    # The rates live in the optimiser state, so one compiled program serves every rate.
-    tx = optimizer(1.0, weight_decay)
-    opt_state = jax.vmap(tx.init)(trainable)
+    graphdef, trainable, rest, tx, opt_state = _members(models, trainable_filter, weight_decay, n, batch, "fit_batch")
     opt_state.hyperparams["learning_rate"] = jnp.asarray(lrs, jnp.float32)
     # Per-member inputs stay separate arrays: stacking them would copy every one.
     x_train, x_test = (tuple(map(jnp.asarray, x)) if per_member(x) else jnp.asarray(x) for x in (x_train, x_test))
@@ -410,15 +416,8 @@ def fit_annealed(
         raise ValueError(f"early stopping needs a monitor among {sorted(evals)} and a patience, got "
                          f"{monitor!r} and {patience!r}")
     n = len(y_train)
-    if n < batch:
-        raise ValueError(f"training set of {n} images is smaller than one batch of {batch}")
-    splits = [nnx.split(model, trainable_filter, ...) for model in models]
-    graphdef = splits[0][0]
-    if any(g != graphdef for g, _, _ in splits):
-        raise ValueError("fit_annealed members must share one model structure (one arm and width)")
-    trainable, rest = _stack([t for _, t, _ in splits]), _stack([r for _, _, r in splits])
-    tx = optimizer(1.0, weight_decay)
-    opt_state = jax.vmap(tx.init)(trainable)
+    graphdef, trainable, rest, tx, opt_state = _members(models, trainable_filter, weight_decay, n, batch,
+                                                        "fit_annealed")
     peak = np.asarray(lrs, np.float64)
     x_train, y_train = jnp.asarray(x_train), jnp.asarray(y_train)
     evals = {name: EvalSet(jnp.asarray(ev.x), jnp.asarray(ev.y), ev.masks, ev.every_epoch) for name, ev in evals.items()}

@@ -158,3 +158,34 @@ def write_idx_dir(path: Path) -> Path:
         header = struct.pack(f">i{a.ndim}i", 0x0800 | a.ndim, *a.shape)
         (path / name).write_bytes(gzip.compress(header + a.tobytes()))
     return path
+
+
+@contextlib.contextmanager
+def vetted_plugin(monkeypatch, tmp_path: Path, name: str, version: str, eps: dict[str, str], modules: dict[str, str],
+                  units: tuple[str, ...]):
+    """A fake plugin distribution (``write_dist`` in ``tmp_path/site``) on ``sys.path``, the ``units`` pinned beside
+    lazylab's (``LAZYLAB_ARMS``), a fresh cache home (no kept unit verdicts; the session's calibration, so no
+    command measures) and memo; the registry and this process's verdicts forgotten before and after.
+    Yields the distribution's folder."""
+    from lazylab import calibration, vetting
+    from lazylab.arms import reset_registry
+
+    session_calibration = calibration.calibration_path()
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned(*units))
+    monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAZYLAB_CACHE", str(tmp_path / "memo"))
+    root = write_dist(tmp_path / "site", name, version, eps, modules)
+    monkeypatch.syspath_prepend(str(root))
+    for module in modules:  # another test's copy, imported earlier
+        monkeypatch.delitem(__import__("sys").modules, module.removesuffix(".py"), raising=False)
+    calibration.save(calibration.read(session_calibration))
+    reset_registry()
+    vetting._known.clear()
+    vetting._announced.clear()
+    try:
+        yield root
+    finally:
+        reset_registry()
+        vetting._known.clear()
+        vetting._announced.clear()

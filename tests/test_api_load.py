@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime
 import os
 import subprocess
 import sys
@@ -85,14 +86,61 @@ def test_a_ladder_file_is_the_ladder_the_memo_gives(place):
     assert (wall.arm, wall.width, wall.best_acc, wall.convex_acc, wall.gap) == (
         "yat-frozen", 16, want["best_acc"], want["convex_acc"], want["gap"])
     assert wall.best_acc == got.cell("yat-frozen", 16).mean and wall.convex_acc == convex.mean
-    assert mine.convex == [] and mine.wall == []  # api.ladder computes no convex readout
+    assert mine.convex == [] and mine.wall == []  # the default readout (adamw) reads out no convex optimum
+    # readout="both", as --readout both: the same convex cells, wall table and document as the command's file.
+    both = api.ladder(arms=["yat-frozen"], widths=[16], seeds=[0], epochs=1, train_size=1024, lr=0.1,
+                      cache_dir=place["memo"], memo_only=True, readout="both")
+    assert both.convex == got.convex and both.wall == got.wall and both.cells == got.cells
+    assert both.to_dict() == doc  # what the command wrote, field for field
+    assert [r.readout for r in both.records] == ["adamw", "convex"] and both.records == got.records
+    run, readout = both.records
+    assert (run.best_acc, run.cell_mean, run.bracket) == (both.runs[0].best_acc, both.cell("yat-frozen", 16).mean, False)
+    assert (readout.best_acc, readout.penalty, readout.cell_mean) == (convex.mean, convex.lambdas[0], convex.mean)
+    assert got.rates[0].colour == "#0072B2" and got.rates[0].plugin.startswith("lazylab ")  # yat's, as drawn
 
 
-def test_a_convex_ladder_file_is_a_result_of_convex_cells(place):
+def test_a_ladder_round_trips_through_its_json_text(place):
+    mine = api.ladder(arms=["yat-frozen"], widths=[16], seeds=[0], epochs=1, train_size=1024, lr=0.1,
+                      cache_dir=place["memo"], memo_only=True, readout="both")
+    back = api.load(mine.to_json())
+    assert isinstance(back, api.Ladder) and back.source == "ladder --json JSON text"
+    for name in ("arms", "widths", "seeds", "rates", "cells", "laws", "movement", "gaps", "exchange", "convex", "wall",
+                 "records", "analysis", "exchange_sentence", "warnings"):
+        assert getattr(back, name) == getattr(mine, name), name
+    assert [(r.key, r.best_acc) for r in back.runs] == [(r.key, r.best_acc) for r in mine.runs]
+    assert back.to_json() == mine.to_json()
+    paper = api.reference()  # a reference file keeps its provenance
+    assert api.load(paper.to_json()).provenance == paper.provenance and api.load(paper.to_json()).cells == paper.cells
+    # Rows and the runs listing read back too, typed.
+    assert api.load(mine.cells.to_json()) == mine.cells and api.load(mine.rates.to_json()) == mine.rates
+    listing = api.runs(kind=None, cache_dir=place["memo"])
+    assert api.load(listing.to_json()) == listing and isinstance(listing[0].stored, datetime)
+    with pytest.raises(LazylabError, match="to_json: rows of one class only"):
+        api.Rows([*mine.cells, *mine.rates]).to_json()
+
+
+def test_a_convex_ladder_file_is_a_result_of_convex_cells(place, capsys):
     doc = place["docs"]["convex"]
     got = api.load(place["files"]["convex"])
     assert isinstance(got, api.Result) and got.kind == "convex" and got.config == doc["plan"]
     assert got.rows == api.load(place["files"]["ladder"]).convex  # the same memo entry, read by both commands
+    mine = api.ladder(arms=["yat-frozen"], widths=[16], seeds=[0], epochs=1, train_size=1024, lr=0.1,
+                      cache_dir=place["memo"], memo_only=True, readout="convex")
+    assert mine.kind == "convex" and mine.rows == got.rows and mine.data == doc
+    assert api.load(mine.to_json()).rows == got.rows
+    with pytest.raises(LazylabError, match="readout 'convex' reads out frozen banks; trained arms: yat-trained"):
+        api.ladder(arms=["yat-trained"], widths=[16], seeds=[0], readout="convex", cache_dir=place["memo"])
+    # The command's runs listing reads back as the rows api.runs gives.
+    code = _main(["runs", "--json", str(place["root"] / "runs.json"), "--cache-dir", str(place["memo"])])
+    assert code == 0 and api.load(place["root"] / "runs.json") == api.runs(kind=None, cache_dir=place["memo"])
+
+
+def _main(argv) -> int:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return exc.code
+    return 0
 
 
 def test_gram_readout_trajectory_and_ntk_files_become_typed_rows(place):
@@ -166,8 +214,10 @@ def test_a_bad_file_is_one_line_naming_the_file_and_the_field(place, tmp_path, k
 @pytest.mark.parametrize("content, words", [
     (None, "cannot be read: No such file"),
     ("{", "not JSON"),
-    (json.dumps({"width": 256, "images": 10, "rows": []}), "not a --json file lazylab.api.load reads"),
-    (json.dumps([1, 2]), "not a --json file lazylab.api.load reads"),
+    (json.dumps({"width": 256, "images": 10, "rows": []}), "not a document lazylab.api.load reads; it reads the --json output of ladder"),
+    (json.dumps([1, 2]), "not a document lazylab.api.load reads; it reads the --json output of ladder"),
+    (json.dumps({"arm": "yat-trained", "ntk": {}, "drift": 0.1}), "not a document lazylab.api.load reads (an `ntk arm` "
+                                                                  "file: not read back); it reads"),
 ])
 def test_a_file_that_is_none_of_them_is_one_line(tmp_path, content, words):
     path = tmp_path / "x.json"

@@ -171,7 +171,7 @@ def test_a_units_second_init_is_a_darker_shade_and_a_unit_may_name_its_colour(mo
         with pytest.raises(ContractError, match=why):
             _check_contract(replace(RELU, name="teal", colour=bad), "teal")
     reg = arms.Registry(units={"teal": (teal, "lazylab-teal", "0.1")})
-    monkeypatch.setattr(arms, "_REGISTRY", reg)
+    monkeypatch.setattr(arms.loading, "_REGISTRY", reg)
     style._registry_colour.cache_clear()
     try:
         assert style.unit_colour("teal") == "#117733"

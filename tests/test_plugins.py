@@ -210,20 +210,28 @@ def test_builtin_arms_still_run_beside_a_broken_plugin_and_strict_mode_refuses(
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
     assert code == 0, err
     assert "relu-frozen" in out and "1 computed" in out
-    (warning,) = lines(err)  # every command says what did not load, once (progress lines aside)
+    assert lines(err) == []  # the broken plugin is not imported by a command that does not use it
+    code, out, err = run(capsys, "arms")
+    (warning,) = lines(err)  # a command that imports it says it did not load, once
     assert warning.startswith("warning: plugin unit 'broken' (lazylab-broken 0.3) did not load: ModuleNotFoundError")
     code, _, err = run(capsys, "ladder", "--arms", "broken-frozen", "--widths", "8", *TINY)
     assert code == 2
     line = one_line(err)
     assert "broken-frozen" in line and "did not load" in line and "a_dependency_that_is_not_installed" in line
+    assert "did you mean" not in line  # the reason, not another unit's arm
 
     monkeypatch.setenv("LAZYLAB_STRICT_PLUGINS", "1")
-    for argv in (["arms"], ["ladder", "--arms", "relu-frozen", "--widths", "8", *TINY]):
+    for argv in (["arms"], ["ladder", "--arms", "broken-frozen", "--widths", "8", *TINY]):
         reset_registry()
         code, _, err = run(capsys, *argv)
         assert code == 2
         line = one_line(err)
         assert "'broken'" in line and "lazylab-broken 0.3" in line and "ModuleNotFoundError" in line
+        assert "LAZYLAB_ARMS=name,... loads only the named units" in line
+    # Strict mode is scoped to the arms in use: a relu-only ladder runs beside the broken plugin.
+    reset_registry()
+    code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8", *TINY)
+    assert code == 0 and lines(err) == [], err
 
     # LAZYLAB_ARMS leaves the broken plugin unloaded, so strict mode is satisfied.
     monkeypatch.setenv("LAZYLAB_ARMS", "relu,rff")
@@ -272,7 +280,10 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(write_dist(tmp_path, "lazylab-bad", "1.0", eps, {"lazylab_bad.py": BAD_UNITS})))
     monkeypatch.setenv("LAZYLAB_ARMS", pinned(*(f"lazylab-bad:{n}" for n in eps)))
     reset_registry()
-    errors = registry().errors
+    reg = registry()
+    assert reg.errors == {}  # listed only: nothing imported, nothing known broken yet
+    reg.load_all()
+    errors = reg.errors
     expected = {"notunit": "not a lazylab.arms.Unit", "wrongname": "differs from entry point", "badinits": "inits",
                 "nocall": "not callable", "future": "contract version 99", "bad-name": "lowercase letters",
                 "badgrid": "lr_grids['frozen']"}
@@ -285,7 +296,7 @@ def test_contract_violations_are_reported_by_name_and_skipped(tmp_path, monkeypa
     code, out, err = run(capsys, "arms", "--json", "-", "--check")
     assert code == 2 and "error: unit 'transposed' (lazylab-bad 1.0) fails its check" in one_line(err)
     status = {u["unit"]: u["status"] for u in json.loads(out)["units"]}
-    assert status["transposed"].startswith("contract: random init: bank maps (3, 784) to float32 (8, 3)")
+    assert status["transposed"].startswith("contract: random-bank: bank maps (3, 784) to float32 (8, 3)")
     assert status["relu"] == status["yat"] == status["gaussian"] == status["rff"] == "ok"
     code, _, err = run(capsys, "ladder", "--arms", "transposed-frozen", "--widths", "8", *TINY)
     assert code == 2
@@ -318,7 +329,7 @@ def test_lazylab_arms_restricts_loading(monkeypatch, capsys, memo_dir, fresh_reg
     monkeypatch.setenv("LAZYLAB_ARMS", "relu, rff ,nosuchunit")
     reset_registry()
     reg = registry()
-    assert set(reg.units) == {"relu", "rff"}
+    assert set(reg.entries) == {"relu", "rff"} and reg.units == {}  # listed, nothing imported yet
     assert reg.errors["nosuchunit"].message == "not installed (named in LAZYLAB_ARMS)"
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen")
     assert code == 2 and "unknown arm 'yat-frozen'" in one_line(err)

@@ -56,7 +56,7 @@ def test_a_record_string_and_a_diskcache_tag_are_printed_escaped(tmp_path, capsy
     memo._cache.set(other, _seal(json.dumps({**convex, "key": other}).encode(), other),
                     tag="lazylab 9" + EVIL + "\nforged: second line")
     memo.close()
-    code, out, err = run(capsys, "runs", "--cache-dir", tmp_path / "memo", "--any-code")
+    code, out, err = run(capsys, "runs", "--cache-dir", tmp_path / "memo", "--any-code", "--all")
     assert code == 0, err
     assert "\\x1b[2J" in out and "second line" in out, out
     assert [line for line in lines(err) if line.startswith(f"memo entry {traj} is corrupt")], err
@@ -129,3 +129,22 @@ def test_a_plugin_error_is_printed_escaped(tmp_path, monkeypatch, capsys, memo_d
         vetting._known.clear()
     assert code == 2 and "\\x1b[2J\\x9b\\u202eboom" in err, err
     assert_no_raw_control(out, err)
+
+
+def test_a_plugin_that_fails_to_import_is_listed_and_warned_escaped(tmp_path, monkeypatch, capsys):
+    from lazylab.arms import reset_registry
+
+    root = write_dist(tmp_path / "site", "lazylab-evil-import", "0.1", {"evilimport": "lazylab_evil_import:UNIT"},
+                      {"lazylab_evil_import.py": f"raise RuntimeError({EVIL!r} + 'no import')\n"})
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-evil-import:evilimport"))
+    reset_registry()
+    try:
+        code, out, err = run(capsys, "arms")
+        assert "no import" in out + err, (out, err)
+        assert_no_raw_control(out, err)
+        code, out, err = run(capsys, "ladder", "--arms", "evilimport-frozen", "--widths", "8", "--dry-run")
+        assert code == 2 and "no import" in err, err
+        assert_no_raw_control(out, err)
+    finally:
+        reset_registry()

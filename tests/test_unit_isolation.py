@@ -21,6 +21,7 @@ import pytest
 from cli_helpers import lines, pinned, run, write_dist
 import lazylab
 import lazylab.api
+import lazylab.config
 from lazylab.arms import ContractError, registry, reset_registry
 
 TINY = ["--train-size", "512", "--epochs", "1", "--lr", "0.1", "--seeds", "0"]
@@ -83,11 +84,11 @@ def errors(err: str) -> list[str]:
 def test_check_unit_passes_builtins_and_lists_every_failure_of_a_nan_unit(nan_plugin):
     from lazylab.testing import check_unit, real_images
 
-    x = real_images(64)
-    assert x.shape == (64, 784) and 0 <= x.min() and x.max() == 1.0  # real images, not synthetic
-    check_unit(registry().units["yat"][0], x)  # both inits, prefix-stable (the other units: test_plugins)
+    x = real_images()
+    assert x.shape == (1024, 784) and 0 <= x.min() and x.max() == 1.0  # real images, not synthetic
+    check_unit(registry().unit("yat")[0], x)  # both inits, prefix-stable (the other units: test_plugins)
     with pytest.raises(ContractError) as exc:
-        check_unit(registry().units["nanunit"][0], x)
+        check_unit(registry().unit("nanunit")[0], x)
     msg = str(exc.value)
     assert "non-finite feature nan at image 0, unit 0" in msg and "non-finite gradient with respect to" in msg
 
@@ -108,7 +109,7 @@ def test_check_unit_passes_builtins_and_lists_every_failure_of_a_nan_unit(nan_pl
         def __call__(self, x):
             return 1.0 / sq_distances(x, self.W[...])[0]
 
-    with pytest.raises(ContractError, match=r"data init: non-finite feature inf at image (\d), unit \1 \(an image equal to its prototype\)"):
+    with pytest.raises(ContractError, match=r"data-finite: non-finite feature inf at image (\d), unit \1 \(an image equal to its prototype\)"):
         check_unit(replace(RELU, name="invdist", bank=InverseDistance, inits=("data",), prefix_stable=False), x)
 
 
@@ -123,7 +124,7 @@ def test_check_unit_catches_a_false_prefix_claim_and_a_bank_that_mutates_its_sta
     from lazylab.arms.gaussian import UNIT as GAUSS, GaussianBank
     from lazylab.testing import check_unit, real_images
 
-    x = real_images(64)
+    x = real_images()
     with pytest.raises(ContractError, match="declares prefix_stable but the bank of W\\[:4\\] differs"):
         check_unit(replace(GAUSS, prefix_stable=True), x)
 
@@ -142,7 +143,7 @@ def test_check_unit_catches_a_false_prefix_claim_and_a_bank_that_mutates_its_sta
     def broken_sample(key, shape):
         raise RuntimeError("no draws today")
 
-    with pytest.raises(ContractError, match="^random init: RuntimeError: no draws today$"):
+    with pytest.raises(ContractError, match="^random-bank: RuntimeError: no draws today$"):
         check_unit(replace(GAUSS, inits=("random",), sample=broken_sample), x)
 
 
@@ -169,7 +170,8 @@ def test_ladder_isolates_a_nan_unit_prints_the_healthy_table_and_json_and_exits_
     result = json.loads(out_json.read_text())
     arms = {a["arm"]: a for a in result["arms"]}
     assert arms["yat-frozen"]["cells"]["8"]["mean"] > 10.0 and "failed" not in arms["yat-frozen"]
-    assert arms["nanunit-frozen"]["failed"] in line and arms["nanunit-frozen"]["cells"] == {}
+    assert arms["nanunit-frozen"]["failed"] in line
+    assert arms["nanunit-frozen"]["cells"]["8"]["failed"] == 1 and arms["nanunit-frozen"]["cells"]["8"]["mean"] is None
     assert all(r["config"]["arm"] == "yat-frozen" for r in result["runs"])  # nothing of the failed arm stored
     row = next(l for l in out.splitlines() if "yat-frozen" in l)
     assert f"{arms['yat-frozen']['cells']['8']['mean']:.2f}" in row
@@ -232,7 +234,8 @@ def test_one_distribution_seen_twice_loads_once_and_strict_mode_names_every_brok
     monkeypatch.syspath_prepend(str(root))
     reset_registry()
     reg = registry()
-    assert reg.units["twice"][1] == "lazylab-twice" and "twice" not in reg.errors
+    assert reg.unit("twice")[1] == "lazylab-twice" and "twice" not in reg.errors
+    reg.load_all()
     assert set(reg.errors) == {"one", "two"}
     monkeypatch.setenv("LAZYLAB_STRICT_PLUGINS", "1")
     reset_registry()
@@ -250,36 +253,57 @@ def test_a_plugin_edited_in_place_recomputes_its_runs(tmp_path, monkeypatch, cap
     monkeypatch.syspath_prepend(str(root))
     argv = ["ladder", "--arms", "editable-frozen", "--widths", "8", *TINY, "--no-figures"]
     counts, notes = [], []
-    for edit in (None, None, "\n# a comment: same version, other source\n"):
+    for widths, edit in (("8,16", None), ("8,16", None), ("8", "\n# a comment: same version, other source\n")):
         if edit:
             with open(root / "lazylab_editable.py", "a") as f:
                 f.write(edit)
         reset_registry()
-        code, out, err = run(capsys, *argv)
+        code, out, err = run(capsys, *argv[:3], "--widths", widths, *argv[5:])
         assert code == 0, err
         counts.append(next(l for l in out.splitlines() if l.startswith("runs:")).split(" from")[0])
         notes.append([l for l in lines(err) if "another plugin" in l])
-    assert counts == ["runs: 1 computed, 0", "runs: 0 computed, 1", "runs: 1 computed, 0"]
-    # One line says why the run was computed again; the listing marks the older row.
+    assert counts == ["runs: 2 computed, 0", "runs: 0 computed, 2", "runs: 1 computed, 0"]
+    # One line says why the run was computed again, counting the one run computed (the memo holds 2 of the
+    # older source); the listing marks the older rows.
     assert notes[:2] == [[], []] and len(notes[2]) == 1
     new = registry().arm("editable-frozen").plugin
-    (old,) = {r.plugin for r in lazylab.api.runs(arm="editable-frozen")} - {new}
+    # By default only the rows the installed plugin reuses are listed; include_stale / --all add the others.
+    assert [r.plugin for r in lazylab.api.runs(arm="editable-frozen")] == [new]
+    (old,) = {r.plugin for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)} - {new}
     assert f"1 of editable-frozen by {old} (stale source; installed: {new})" in notes[2][0]
-    rows = {r.plugin: r.provenance for r in lazylab.api.runs(arm="editable-frozen")}
+    rows = {r.plugin: r.provenance for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)}
     assert rows == {old: "stale source", new: ""}
     code, out, _ = run(capsys, "runs", "--arm", "editable-frozen", "--json", "-")
+    listing = json.loads(out)
+    assert [r["plugin"] for r in listing["runs"]] == [new] and listing["stale"] == 2
+    code, out, _ = run(capsys, "runs", "--arm", "editable-frozen")
+    assert "2 results of plugins other than the installed ones not shown (--all lists them" in out
+    code, out, _ = run(capsys, "runs", "--all", "--arm", "editable-frozen", "--json", "-")
     assert {r["plugin"]: r["provenance"] for r in json.loads(out)["runs"]} == rows
     # The bank's redundancy rows (no arm of their own) are marked by the same rule.
-    banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy") if "editable" in r.detail}
+    banks = {r.plugin: r.provenance for r in lazylab.api.runs(kind="redundancy", include_stale=True)
+             if "editable" in r.detail}
     assert banks == rows
+    # cache info counts the stale-source entries apart; cache prune removes them (the 2 runs and their bank's
+    # redundancy) and says how many; the current rows stay.
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0 and f"  3 by {lazylab.config.code_identity()} for plugin sources edited since (stale source" in out
+    code, out, _ = run(capsys, "cache", "prune")
+    assert code == 0 and "3 entries of plugin sources edited since (stale source)" in out
+    assert {r.plugin for r in lazylab.api.runs(kind=None, include_stale=True) if r.plugin and "editable" in r.plugin} \
+        == {new}
+    code, out, _ = run(capsys, "cache", "prune")
+    assert "0 entries of plugin sources edited since" in out
 
     # Uninstalled: the arm is unknown, and the error says what the memo holds of it.
     monkeypatch.setenv("LAZYLAB_ARMS", pinned())
     reset_registry()
     code, _, err = run(capsys, "ladder", *argv[1:])
     (line,) = errors(err)
-    assert "unknown arm 'editable-frozen'" in line and f"holds 2 results of it, computed by {min(rows)}, {max(rows)}" in line
-    assert {r.provenance for r in lazylab.api.runs(arm="editable-frozen")} == {"not installed"}
+    assert "unknown arm 'editable-frozen'" in line and f"holds 1 result of it, computed by {new}" in line
+    assert "did you mean" not in line  # not another unit's arm: the reason
+    assert lazylab.api.runs(arm="editable-frozen") == []
+    assert {r.provenance for r in lazylab.api.runs(arm="editable-frozen", include_stale=True)} == {"not installed"}
     reset_registry()
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cli_helpers import lines, pinned, run, write_dist
+from cli_helpers import lines, pinned, run, vetted_plugin, write_dist
 from lazylab import calibration, testing, vetting
 from lazylab.arms import ContractError, Unit, registry, reset_registry
 from lazylab.arms.gaussian import UNIT as GAUSSIAN
@@ -67,23 +67,9 @@ CROSS = Unit(name="crossnorm", bank=CrossNormalised, fan_in="d")
 @pytest.fixture
 def noisy_plugin(tmp_path, monkeypatch):
     """The noisy unit installed as lazylab-noisy 0.1, a fresh cache home (no kept verdicts), a fresh memo."""
-    session_calibration = calibration.calibration_path()
-    monkeypatch.setenv("LAZYLAB_ARMS", pinned("lazylab-noisy:noisy"))
-    monkeypatch.delenv("LAZYLAB_STRICT_PLUGINS", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LAZYLAB_CACHE", str(tmp_path / "memo"))
-    root = write_dist(tmp_path / "site", "lazylab-noisy", "0.1", {"noisy": "lazylab_noisy:UNIT"},
-                      {"lazylab_noisy.py": NOISY_SOURCE})
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.delitem(sys.modules, "lazylab_noisy", raising=False)  # another test's copy, imported earlier
-    calibration.save(calibration.read(session_calibration))  # the session's figures: no command measures
-    reset_registry()
-    vetting._known.clear()
-    vetting._announced.clear()
-    yield root
-    reset_registry()
-    vetting._known.clear()
-    vetting._announced.clear()
+    with vetted_plugin(monkeypatch, tmp_path, "lazylab-noisy", "0.1", {"noisy": "lazylab_noisy:UNIT"},
+                       {"lazylab_noisy.py": NOISY_SOURCE}, ("lazylab-noisy:noisy",)) as root:
+        yield root
 
 
 def memo_results(capsys) -> int:
@@ -98,7 +84,7 @@ def test_strict_mode_refuses_a_nondeterministic_unit_before_any_run_is_stored(no
     assert code == 2 and "Traceback" not in err
     (line,) = lines(err)
     assert line.startswith("error: plugin unit 'noisy' (lazylab-noisy 0.1+src.")
-    assert "random init: not deterministic" in line and "takes_key=True" in line and line.endswith("[LAZYLAB_STRICT_PLUGINS is set]")
+    assert "random-deterministic: not deterministic" in line and "takes_key=True" in line and line.endswith("[LAZYLAB_STRICT_PLUGINS is set]")
     assert memo_results(capsys) == 0  # not even the ReLU arm's run: every unit is vetted first
 
 
@@ -186,7 +172,7 @@ def test_features_are_checked_on_512_images_and_in_magnitude():
             h = jnp.maximum(x @ self.W[...].T, 0.0)
             return h * jnp.where(jnp.arange(x.shape[0])[:, None] == 300, 1e20, 1.0).astype(jnp.float32)
 
-    with pytest.raises(ContractError, match="random init: feature .* at image 300, unit \\d exceeds 1e\\+12"):
+    with pytest.raises(ContractError, match="random-finite: feature .* at image 300, unit \\d exceeds 1e\\+12"):
         testing.check_unit(Unit(name="late", bank=LateBlowUp, fan_in="d"))
 
 

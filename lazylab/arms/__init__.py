@@ -7,22 +7,22 @@ discovered through the entry-point group ``lazylab.arms``; the built-in ones
 (yat, relu, gaussian) are registered there exactly like third-party plugins.
 
 The plugin contract (version ``CONTRACT_VERSION``) is the ``Unit`` dataclass
-below; docs/plugins.md is the tutorial. Loading a plugin is cheap (import plus
-static checks, no array work); the shape check of a unit's bank runs when a
-bank is built (``check_bank``); ``lazylab.testing.check_unit`` (``lazylab arms
---check``) is the conformance suite on real images.
+below; docs/plugins.md is the tutorial. The registry (``lazylab.arms.loading``)
+lists the entry points without importing them and imports a unit when an arm
+of it is first needed, with static checks only (no array work); the shape
+check of a unit's bank runs when a bank is built (``check_bank``);
+``lazylab.testing.check_unit`` (``lazylab arms --check``) is the conformance
+suite on real images.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
 import re
 import sys
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -163,53 +163,6 @@ class UnitFailure(LazylabError):
         super().__init__(f"unit {arm.unit.name!r} ({arm.plugin}) produced {what} in {cell}")
 
 
-@dataclass(frozen=True)
-class PluginError:
-    """A unit that could not be loaded: its distribution, version and a one-line reason."""
-
-    unit: str
-    distribution: str
-    version: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.distribution} {self.version}: {self.message}"
-
-
-@dataclass
-class Registry:
-    """The loaded units (``name -> (unit, distribution, version)``) and those that failed.
-
-    ``sources`` maps a unit name to the hash of its source files (``source_hash``).
-    """
-
-    units: dict[str, tuple[Unit, str, str]] = field(default_factory=dict)
-    errors: dict[str, PluginError] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def arms(self) -> dict[str, Arm]:
-        out: dict[str, Arm] = {}
-        for name, (unit, dist, version) in sorted(self.units.items()):
-            for init in unit.inits:
-                stem = name if init == unit.inits[0] else f"{name}-{init}"
-                for trained in (False, True):
-                    arm_name = f"{stem}-{'trained' if trained else 'frozen'}"
-                    out[arm_name] = Arm(arm_name, unit, init, trained, dist, version, self.sources.get(name, ""))
-        return out
-
-    def arm(self, name: str) -> Arm:
-        arms = self.arms()
-        if name not in arms:
-            broken = next((e for u, e in self.errors.items() if name.startswith(u + "-")), None)
-            why = f"; unit {broken.unit!r} did not load ({broken})" if broken else ""
-            if os.environ.get("LAZYLAB_ARMS", "").strip():
-                why += f" (LAZYLAB_ARMS={os.environ['LAZYLAB_ARMS']} restricts which units load)"
-            raise LazylabError(
-                f"unknown arm {name!r}{why}; available: {', '.join(arms) or 'none'}"
-            )
-        return arms[name]
-
-
 class ContractError(TypeError):
     """A plugin's unit does not meet the ``lazylab.arms`` contract."""
 
@@ -235,6 +188,14 @@ def _check_contract(obj, ep_name: str) -> Unit:
         raise ContractError(f"fan_in must be 'm' or 'd', got {obj.fan_in!r}")
     if obj.sample is not None and not callable(obj.sample):
         raise ContractError("sample is not callable")
+    params = bank_parameters(obj.bank)
+    if params is not None:
+        accepts_key = "key" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        if obj.takes_key and not accepts_key:
+            raise ContractError("takes_key=True but bank does not accept key=: add a key parameter")
+        if not obj.takes_key and "key" in params and params["key"].default is params["key"].empty:
+            raise ContractError("bank requires key= but the unit does not declare takes_key=True, so lazylab "
+                                "passes none: declare takes_key=True")
     if obj.colour is not None:
         rgb = obj.colour[1:] if isinstance(obj.colour, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", obj.colour) else None
         if rgb is None:
@@ -260,6 +221,44 @@ def _check_contract(obj, ep_name: str) -> Unit:
             if not ok:
                 raise ContractError(f"lr_grids[{mode!r}] must be a non-empty sequence of rates > 0")
     return obj
+
+
+# Characters a terminal obeys rather than shows: C0 and C1 controls, DEL, and the bidirectional marks,
+# embeddings, overrides and isolates (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plugin_error(exc: BaseException, prefix: str = "") -> str:
+    """``"<prefix><type>: <message>"`` of an exception a plugin's code raised, as one line: its first line, each
+    control character in it written as an escape (``\\x1b``, ``\\u202e``), so that the text a plugin chose is
+    shown, never obeyed by the terminal. (The one function lazylab's plugin messages go through.)"""
+    first = (f"{prefix}{type(exc).__name__}: {exc}".splitlines() or [""])[0]
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1] if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", first)
+
+
+def bank_parameters(bank) -> dict | None:
+    """The parameters of ``bank`` (of its ``__init__`` for a class), by name; None when they cannot be read."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(bank.__init__ if isinstance(bank, type) else bank).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def key_hint(unit: Unit, exc: BaseException) -> str:
+    """What to add to the one-line report of ``exc``, raised while ``unit``'s bank was built, when the
+    cause is likely its ``takes_key`` flag: a bank with a ``key`` parameter the unit does not declare
+    (lazylab passes no key: ``unexpected PRNG key type <class 'NoneType'>``), or the other way round;
+    "" otherwise."""
+    params = bank_parameters(unit.bank)
+    if not params:
+        return ""
+    if not unit.takes_key and "key" in params:
+        return " (the bank takes key= but the unit does not declare takes_key=True, so lazylab passes no key: declare it)"
+    if unit.takes_key and isinstance(exc, TypeError) and "key" in str(exc):
+        return " (the unit declares takes_key=True: its bank must accept key=)"
+    return ""
 
 
 def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
@@ -291,7 +290,7 @@ def check_bank(unit: Unit, feat, m: int, d: int, W=None) -> None:
         graphdef, state = nnx.split(feat)  # traced the way lazylab runs banks (lazylab.model.features)
         out = jax.eval_shape(lambda s, x: nnx.merge(graphdef, s)(x), state, jax.ShapeDtypeStruct((n, d), jnp.float32))
     except Exception as exc:
-        raise ContractError(f"bank call failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise ContractError(plugin_error(exc, "bank call failed: ")) from None
     if not hasattr(out, "shape") or tuple(out.shape) != (n, m) or not jnp.issubdtype(out.dtype, jnp.floating):
         got = f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}"
         raise ContractError(f"bank maps ({n}, {d}) to {got}, expected float ({n}, {m})")
@@ -320,11 +319,10 @@ def smoke_check(unit: Unit, m: int = 5, d: int = 784, seed: int = 0) -> None:
     except ContractError:
         raise
     except Exception as exc:
-        raise ContractError(f"bank construction failed: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise ContractError(plugin_error(exc, "bank construction failed: ")) from None
     check_bank(unit, feat, m, d, W)
 
 
-_REGISTRY: Registry | None = None
 # Where load problems are announced (the CLI prints them as "warning: ..." lines on stderr).
 warn: Callable[[str], None] | None = None
 
@@ -377,103 +375,13 @@ def source_hash(module: str) -> str:
     return h.hexdigest()[:8]
 
 
-def strict_plugins() -> bool:
-    """Whether ``LAZYLAB_STRICT_PLUGINS`` is set (to anything but empty or ``0``): plugin problems are errors."""
-    return os.environ.get("LAZYLAB_STRICT_PLUGINS", "") not in ("", "0")
+# The registry lives in lazylab.arms.loading (listing without importing, imports bounded in time).
+from lazylab.arms.loading import (PluginError, Registry, baseline_settings, get_arm, registry,  # noqa: E402
+                                  reset_registry, strict_plugins)
 
+if "jax" in sys.modules:  # a plugin imports jax, then this: the settings before its own code runs
+    baseline_settings()
 
-def _wanted() -> dict[str, str | None]:
-    """``LAZYLAB_ARMS`` as ``{unit: distribution or None}``: entries ``name`` or ``distribution:name``."""
-    out: dict[str, str | None] = {}
-    for item in os.environ.get("LAZYLAB_ARMS", "").split(","):
-        dist, _, name = item.strip().rpartition(":")
-        if name.strip():
-            out[name.strip()] = dist.strip() or None
-    return out
-
-
-def _norm(dist: str) -> str:
-    return re.sub(r"[-_.]+", "-", dist).lower()
-
-
-def registry() -> Registry:
-    """Load every unit registered under ``lazylab.arms`` (cached).
-
-    ``LAZYLAB_ARMS=name,...`` restricts loading to the named units (a named
-    unit that no installed distribution provides is recorded as an error);
-    ``distribution:name`` also says which distribution provides the unit. A
-    unit name registered by two distributions (a built-in included) loads
-    neither and is recorded as an error naming both, unless ``LAZYLAB_ARMS``
-    picks one; identical registrations (one distribution seen twice) load
-    once. A plugin that fails to import or breaks the contract (static checks
-    only, see ``check_bank``) is recorded in ``Registry.errors`` and skipped,
-    and announced through ``warn`` (one line per unit); with
-    ``LAZYLAB_STRICT_PLUGINS=1`` any such problem raises one ``LazylabError``
-    line naming every broken unit and its distribution instead. What a plugin
-    prints on ``sys.stdout`` while it loads goes to ``sys.stderr``, so that
-    stdout holds a command's results alone (``--json -``).
-    """
-    global _REGISTRY
-    if _REGISTRY is not None:
-        return _REGISTRY
-    wanted = _wanted()
-    strict = strict_plugins()
-    reg = Registry()
-
-    def fail(name: str, dist: str, version: str, message: str) -> None:
-        reg.errors.setdefault(name, PluginError(name, dist, version, message))
-
-    candidates: dict[str, list] = {}  # unit name -> distinct (entry point, dist, version)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if wanted and ep.name not in wanted:
-            continue
-        dist = ep.dist.name if ep.dist else "unknown"
-        version = ep.dist.version if ep.dist else "0"
-        if wanted.get(ep.name) and _norm(wanted[ep.name]) != _norm(dist):
-            continue
-        seen = candidates.setdefault(ep.name, [])
-        if not any(_norm(d) == _norm(dist) and e.value == ep.value for e, d, _ in seen):
-            seen.append((ep, dist, version))
-    for name, found in sorted(candidates.items()):
-        if len(found) > 1:
-            who = " and ".join(f"{d} {v}" for _, d, v in found)
-            pick = " or ".join(f"LAZYLAB_ARMS={d}:{name}" for _, d, _ in found)
-            fail(name, found[0][1], found[0][2], f"unit name {name!r} is registered by both {who}; choose one with {pick}")
-            continue
-        ep, dist, version = found[0]
-        try:
-            # stdout belongs to the results (``--json -``): what a plugin prints while loading goes to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
-                unit = _check_contract(ep.load(), ep.name)
-        except (Exception, SystemExit) as exc:  # a broken plugin must not take the CLI down
-            fail(ep.name, dist, version, (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0])
-            continue
-        reg.units[ep.name] = (unit, dist, version)
-        try:
-            reg.sources[ep.name] = source_hash(ep.module)
-        except OSError:
-            reg.sources[ep.name] = ""
-    for name in sorted(set(wanted) - set(reg.units) - set(reg.errors)):
-        via = f" from {wanted[name]}" if wanted[name] else ""
-        fail(name, "-", "-", f"not installed{via} (named in LAZYLAB_ARMS)")
-    if strict and reg.errors:
-        problems = "; ".join(f"plugin unit {e.unit!r}" + (f" ({e.distribution} {e.version})" if e.distribution != "-" else "")
-                             + f" failed: {e.message}" for _, e in sorted(reg.errors.items()))
-        raise LazylabError(f"{problems} [LAZYLAB_STRICT_PLUGINS is set]")
-    if warn is not None:
-        for _, e in sorted(reg.errors.items()):
-            where = f" ({e.distribution} {e.version})" if e.distribution != "-" else ""
-            warn(f"plugin unit {e.unit!r}{where} did not load: {e.message} (LAZYLAB_ARMS=name,... loads only the named units)")
-    _REGISTRY = reg
-    return reg
-
-
-def reset_registry() -> None:
-    """Forget the loaded registry, so the next ``registry()`` reads the environment again (tests)."""
-    global _REGISTRY
-    _REGISTRY = None
-
-
-def get_arm(name: str) -> Arm:
-    """Resolve an arm name such as ``yat-frozen``; unknown -> LazylabError."""
-    return registry().arm(name)
+__all__ = ["Unit", "Arm", "UnitFailure", "ContractError", "PluginError", "Registry", "CONTRACT_VERSION",
+           "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "bank_parameters", "key_hint", "plugin_error", "smoke_check", "source_hash", "note", "registry",
+           "reset_registry", "get_arm", "strict_plugins"]

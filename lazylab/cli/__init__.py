@@ -45,7 +45,7 @@ def cli():
 def _register() -> None:
     from lazylab.cli import admin, ladder, ntk, render, runs, studies, verify
 
-    for command in (admin.arms, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
+    for command in (admin.arms, admin.new_unit, admin.data, admin.cache, runs.runs, ladder.ladder, ladder.redundancy,
                     studies.trajectory, studies.gram, studies.readout, ntk.ntk, render.render, verify.verify):
         cli.add_command(command)
     _verbosity_everywhere(cli)
@@ -103,7 +103,7 @@ def _plugin_warnings(pending: list[str], error: str = "") -> None:
     for line in dict.fromkeys(pending):  # each distinct line once
         unit = line.split("'")[1] if line.count("'") >= 2 else None
         if unit is None or f"'{unit}'" not in error:
-            click.echo(f"warning: {line}", err=True)
+            click.echo(printable(f"warning: {line}"), err=True)  # a plugin's message: data
     pending.clear()
 
 
@@ -117,6 +117,7 @@ def _main(argv) -> None:
         _run(argv, pending)
     finally:
         arms_registry.warn = None
+        output.release_stdout()
 
 
 def _run(argv, pending: list[str]) -> None:

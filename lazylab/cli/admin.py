@@ -17,43 +17,49 @@ from lazylab.text import printable
 @click.command()
 @json_option("the units, arms and their plugins")
 @click.option("--check", is_flag=True,
-              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit; exit 2 if any fails.")
-def arms(json_path, check):
+              help="Also run the conformance suite (lazylab.testing.check_unit) on each unit, and keep each verdict "
+                   "for the runs that follow; exit 2 if any fails.")
+@click.option("--list", "list_checks", is_flag=True,
+              help="With --check: list the conformance checks by id (lazylab.testing.CHECKS) instead, importing no unit.")
+def arms(json_path, check, list_checks):
     """List every unit and arm with the plugin (distribution, version) it comes from.
 
-    A plugin that fails to import or breaks the contract is listed with its
-    error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that an error, and
-    LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
+    Imports every unit (each import bounded by LAZYLAB_IMPORT_TIMEOUT seconds, default 30; the
+    other commands import only the units whose arms they use). A plugin that fails to import or
+    breaks the contract is listed with its error and skipped; LAZYLAB_STRICT_PLUGINS=1 makes that
+    an error, and LAZYLAB_ARMS=name,... loads only the named units. See docs/plugins.md.
 
     \b
     Examples:
       lazylab arms
       lazylab arms --check                 # run the conformance suite on real images
+      lazylab arms --check --list          # the check ids, for expected_failed_checks
       lazylab arms --json - | jq '.arms[].arm'
     """
     from rich.markup import escape
 
-    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, ContractError, registry, strict_plugins
+    from lazylab.arms import CONTRACT_VERSION, ENTRY_POINT_GROUP, registry, strict_plugins
 
     prepare_json(json_path)
+    if list_checks:
+        _list_checks(json_path, check)
+        return
     reg = registry()
+    all_arms = reg.arms()  # every unit imported (each import bounded in time): the listing names every one
     status = {}
-    images = None
-    for name, (unit, dist, version) in sorted(reg.units.items()):
+    for name in sorted(reg.units):
         status[name] = "ok"
         if check:
-            from lazylab.testing import check_unit, real_images
+            from lazylab.vetting import check_images, verdict
 
-            images = real_images() if images is None else images
-            try:
-                check_unit(unit, images)
-            except ContractError as exc:
-                status[name] = f"contract: {exc}"
+            first = next(a for a in all_arms.values() if a.unit.name == name)
+            failures = verdict(first, check_images, recheck=True)  # kept: the unit's first run reads it
+            if failures:
+                status[name] = f"contract: {'; '.join(failures)}"
     failed = [f"unit {n!r} ({reg.units[n][1]} {reg.units[n][2]}) fails its check: {s}"
               for n, s in status.items() if s != "ok"]
     if failed and strict_plugins():
         raise LazylabError("; ".join(failed) + " [LAZYLAB_STRICT_PLUGINS is set]")
-    all_arms = reg.arms()
     rows = [
         {"arm": a.name, "unit": a.unit.name, "init": a.init, "bank": "trained" if a.trained else "frozen",
          "distribution": a.distribution, "version": a.version, "status": status[a.unit.name]}
@@ -70,20 +76,60 @@ def arms(json_path, check):
     write_json(json_path, {"group": ENTRY_POINT_GROUP, "contract": CONTRACT_VERSION,
                            "units": units, "arms": rows, "errors": broken})
     table = Table("arm", "unit", "init", "bank", "plugin", "status")
+    text = lambda s: escape(printable(s))  # a plugin's metadata and messages: markup and control characters are data
     for r in rows:
         ok = r["status"] == "ok"
-        table.add_row(r["arm"], r["unit"], r["init"], r["bank"], f"{r['distribution']} {r['version']}",
-                      r["status"] if ok else f"[red]{escape(r['status'])}[/red]")
+        table.add_row(r["arm"], r["unit"], r["init"], r["bank"], text(f"{r['distribution']} {r['version']}"),
+                      r["status"] if ok else f"[red]{text(r['status'])}[/red]")
     for b in broken:
         plugin = f"{b['distribution']} {b['version']}" if b["distribution"] != "-" else "-"
-        table.add_row("-", b["unit"], "-", "-", plugin, f"[red]{escape(b['status'])}[/red]")
+        table.add_row("-", text(b["unit"]), "-", "-", text(plugin), f"[red]{text(b['status'])}[/red]")
     out.print(table)
     if check:
         passed = len(status) - len(failed)
         out.print(f"conformance suite (lazylab.testing.check_unit) on real images: {passed} of "
-                  f"{count(len(status), 'unit')} passed")
+                  f"{count(len(status), 'unit')} passed; verdicts kept for the runs that follow")
     if failed:  # after the listing: every failing unit, one line each
         raise LazylabError("\nerror: ".join(failed))
+
+
+@click.command("new-unit")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="Folder the package folder NAME is written in.")
+def new_unit(name, parent):
+    """Write a plugin package for a new unit NAME: its entry point, a working unit to edit, a test file
+    running lazylab's conformance suite (one pytest item per check) and a README.
+
+    It installs and passes its tests as written; docs/plugins.md starts from it.
+
+    \b
+    Examples:
+      lazylab new-unit cauchy && pip install -e cauchy && pytest cauchy
+      lazylab ladder --arms cauchy-frozen,yat-frozen --widths 16 --seeds 0 --epochs 1
+    """
+    from lazylab.scaffold import write_unit_package
+
+    for path in write_unit_package(name, parent):
+        out.print(f"wrote {path}")
+    root = parent / name
+    out.print(f"next: pip install -e {root} && pytest {root}; then lazylab arms lists {name}-frozen and {name}-trained",
+              soft_wrap=True)
+
+
+def _list_checks(json_path, check: bool) -> None:
+    """``arms --check --list``: every conformance check id with what it checks (``lazylab.testing.CHECKS``)."""
+    if not check:
+        raise click.UsageError("--list lists the checks of --check: give both")
+    from lazylab.testing import CHECKS
+
+    write_json(json_path, {"checks": [{"id": cid, "checks": what} for cid, what in CHECKS.items()]})
+    table = Table("check id", "what it checks")
+    for cid, what in CHECKS.items():
+        table.add_row(cid, what)
+    out.print(table)
+    out.print(f"{count(len(CHECKS), 'check')}: a unit runs contract, settings and, for each init it declares, "
+              "<init>-<check> (prefix_stable only where declared); expected_failed_checks takes these ids")
 
 
 @click.group()
@@ -174,17 +220,25 @@ def cache_info(cache_dir, json_path):
     """
     from lazylab.cache import Memo, format_size
     from lazylab.config import code_identity
+    from lazylab.runs import stale_source_entries
 
     prepare_json(json_path)
     memo = Memo(cache_dir)
+    volume, by_code = memo.volume(), memo.code_counts()
+    stale = len(stale_source_entries(memo)) if code_identity() in by_code else 0
     for line in memo.problems:  # e.g. an old ./cache memo left by an earlier lazylab
         click.echo(line, err=True)
-    volume, by_code = memo.volume(), memo.code_counts()
     out.print(f"{memo.directory}: {len(memo)} entries, {volume / 2**20:.1f} MiB; with the feature store, by the "
               "code that computed them:")
     for code, n in by_code.items():
-        usable = "current" if code == code_identity() else "never reused; 'lazylab cache prune' removes them"
-        out.print(f"  {n} by {printable(code or 'lazylab 0.1.0 (no code identity)')} ({usable})")  # a row's tag: data
+        tag = printable(code or "lazylab 0.1.0 (no code identity)")  # a row's tag: data
+        if code != code_identity():
+            out.print(f"  {n} by {tag} (never reused; 'lazylab cache prune' removes them)")
+            continue
+        out.print(f"  {n - stale} by {tag} (current)")
+        if stale:
+            out.print(f"  {stale} by {tag} for plugin sources edited since (stale source: reused only if the edit "
+                      "is reverted; 'lazylab cache prune' removes them)")
     entries, size = memo.feature_stats()
     out.print(f"{memo.feature_dir}: {entries} feature matrices, {format_size(size)} "
               f"(cap: --cache-limit, default {CACHE_LIMIT_DEFAULT})")
@@ -201,8 +255,9 @@ def cache_info(cache_dir, json_path):
                   "LAZYLAB_XLA_CACHE, 0 for none; not cleared by 'cache clear')")
     write_json(json_path, {
         "memo": {"directory": str(memo.directory), "entries": len(memo), "bytes": volume,
-                 "by_code": [{"code": code, "entries": n, "current": code == code_identity()}
-                             for code, n in by_code.items()]},
+                 "by_code": [{"code": code, "entries": n - (stale if code == code_identity() else 0),
+                              "current": code == code_identity()} for code, n in by_code.items()],
+                 "stale_source": stale},
         "features": {"directory": str(memo.feature_dir), "entries": entries, "bytes": size},
         "compiled_programs": programs, "problems": list(memo.problems)})
 
@@ -230,7 +285,8 @@ def cache_clear(cache_dir, yes):
 @cache_dir_option
 def cache_prune(cache_dir):
     """Remove the entries computed by other code (another lazylab version or numerics), which are never
-    reused, and the entries that cannot be read (as 'cache check' does).
+    reused, the results of plugin sources edited since (lazylab runs --all marks them "stale source";
+    reused only if the edit is reverted), and the entries that cannot be read (as 'cache check' does).
 
     \b
     Examples:
@@ -239,16 +295,19 @@ def cache_prune(cache_dir):
     """
     from lazylab.cache import Memo
     from lazylab.config import code_identity
+    from lazylab.runs import stale_source_entries
 
     memo = Memo(cache_dir)
     try:
         other = memo.prune()
+        stale = memo.remove(stale_source_entries(memo))
         sound, removed = memo.check()
     finally:
         memo.close()
     _echo_lines(memo.problems + removed)
-    out.print(f"removed {_entries(other)} computed by other code than {code_identity()} and "
-              f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept")
+    out.print(f"removed {_entries(other)} computed by other code than {code_identity()}, "
+              f"{_entries(stale)} of plugin sources edited since (stale source) and "
+              f"{_entries(len(removed), 'unreadable')}; {_entries(sound, 'sound')} kept", soft_wrap=True)
 
 
 @cache.command("check")

@@ -21,14 +21,11 @@ from lazylab.errors import LazylabError
 from lazylab.paths import writable_dir, writable_file
 
 
-# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
-# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
-SMALLEST_LAMBDA = 1.1754944e-38
-
-
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
     """``--lambdas``: comma-separated distinct finite penalties >= ``SMALLEST_LAMBDA``, largest first; None
     when not given."""
+    from lazylab.experiments.convex import SMALLEST_LAMBDA
+
     if value is None:
         return None
     try:
@@ -172,21 +169,12 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if readout == "both":
         import dataclasses
 
-        from lazylab.experiments.convex import answer, wall
-        from lazylab.experiments.optimum import fair_answer
+        from lazylab.experiments.convex import with_convex
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report, est)
-        payload["convex"] = convex
-        payload["analysis"]["wall"] = wall(result, convex, climb_widths, climb_gain)
-        payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
-        trained = tuple(a for a in healthy if a.trained)
-        if trained:
-            from lazylab.model import N_REF
-
-            payload["optimum"] = _optimum_phase(ws, dataclasses.replace(plan, arms=trained), report, est)
-            payload["analysis"]["fair"] = fair_answer(result, convex, payload["optimum"], healthy,
-                                                      ws.data.x_train[:N_REF])
+        with_convex(payload, result, convex, healthy, climb_widths, climb_gain)
+        _optimum_phase(ws, payload, result, convex, plan, healthy, report, est)
         # The fair answer first, then the protocol's exchange rate, the wall and the answer at both readouts.
         parts = fair_parts(payload["analysis"].get("fair")) + parts + wall_tables(payload["analysis"]["wall"]) + \
             answer_parts(payload["analysis"]["answer"], list(plan.widths))
@@ -246,27 +234,28 @@ def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
     return convex
 
 
-def _optimum_phase(ws, plan, report: bool, est=None) -> dict:
-    """``run_optimum`` for the plan's trained arms at its widths up to ``optimum.MAX_WIDTH``, under a progress bar
-    (memo only with ``report``; exit 2 if ``report`` lacks a run)."""
-    from lazylab.experiments.optimum import optimum_budget, run_optimum
+def _optimum_phase(ws, payload, result, convex, plan, arms, report: bool, est=None) -> None:
+    """``with_optimum`` for the trained arms among ``arms`` at the plan's widths up to ``optimum.MAX_WIDTH``, under a
+    progress bar (memo only with ``report``; exit 2 if ``report`` lacks a run)."""
+    from lazylab.experiments.optimum import with_optimum
 
-    args = (ws, plan.arms, plan.widths, plan.seeds, plan.train_size, plan.fan_in, optimum_budget(plan.epochs))
+    if not any(a.trained for a in arms):
+        return
     if report:
         ws.memo_only = True
-        optimum = run_optimum(*args)
+        with_optimum(ws, payload, result, convex, plan, arms)
         lacking = [k for k in ws.missing if k.startswith("optimum-")]
         if lacking:
             raise LazylabError(f"--report: the memo at {ws.memo.directory} lacks {count(len(lacking), 'trained-optimum run')}"
                                "; run the same command without --report to compute them")
+        optimum = payload["optimum"]
         out.print(f"trained optimum: {len(optimum['runs']) + len(optimum['fits'])} runs from the memo "
                   "(report: nothing computed)")
-        return optimum
+        return
     with Display() as display:
         reporter = ProgressReporter(display, "trained optimum", est, optimum=True)
-        optimum = run_optimum(*args, reporter=reporter)
+        with_optimum(ws, payload, result, convex, plan, arms, reporter)
     out.print(f"trained optimum: {reporter.summary()} at {ws.memo.directory}")
-    return optimum
 
 
 def _lambda_runs(lambdas: dict) -> str:
@@ -282,11 +271,11 @@ def _lambda_runs(lambdas: dict) -> str:
 
 def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain, est=None) -> None:
     """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
-    from lazylab import analysis as an
-    from lazylab.experiments.convex import lambda_at_edge
+    from lazylab.experiments.convex import convex_file, lambda_at_edge
 
     convex = _convex_phase(ws, plan, lambdas, report, est)
     _echo_problems(ws)
+    document = convex_file(plan, convex, climb_widths, climb_gain)
     widths = list(plan.widths)
     table = Table()
     table.add_column("arm")
@@ -301,12 +290,9 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
     out.print(table)
     for note in edge_note(lambda_at_edge(convex)):  # below, not a caption: a narrow table would wrap it
         out.print(note, soft_wrap=True)
-    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
-                               min_gain=climb_gain) for arm, a in convex["arms"].items()}
-    out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))
-    write_json(json_path, {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
-                                    "readout": "convex", **plan.protocol()},
-                           "convex": convex, "analysis": {"convex_law": laws}})
+    out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha",
+                        document["analysis"]["convex_law"]))
+    write_json(json_path, document)
 
 
 

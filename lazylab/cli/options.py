@@ -212,21 +212,32 @@ def did_you_mean(message: str, name: str, candidates) -> str:
 
 
 def known_arms() -> tuple[str, ...]:
-    """The installed arms' names (plugins included), for ``did_you_mean``."""
+    """Arm names for ``did_you_mean``, importing no third-party unit (``Registry.arm_names``)."""
     from lazylab.arms import registry
 
-    return tuple(registry().arms())
+    return tuple(registry().arm_names())
 
 
 def get_arm(name: str):
-    """``lazylab.arms.get_arm``, with "did you mean" in the one-line error for a mistyped name."""
+    """``lazylab.arms.get_arm``, with a one-line error that says why an arm is unknown: its unit did not load
+    (named by the registry), its unit is not installed but the memo holds its results (named here), or,
+    for neither, the installed arm the name is close to ("did you mean")."""
     from lazylab.arms import get_arm as lookup
+    from lazylab.arms import registry
+    from lazylab.arms.loading import unit_of
     from lazylab.errors import LazylabError
 
     try:
         return lookup(name)
     except LazylabError as exc:
-        raise LazylabError(did_you_mean(str(exc), name, known_arms()) + _held_in_memo(name)) from None
+        unit, message = unit_of(name), str(exc)
+        held = _held_in_memo(name)
+        if unit in registry().errors:  # the message names why it did not load: no other unit's arm to suggest
+            raise LazylabError(message + held) from None
+        if held and not registry().installed(unit):
+            head = f"unknown arm {name!r}"
+            raise LazylabError(message.replace(head, f"{head}: its unit {unit!r} is not installed", 1) + held) from None
+        raise LazylabError(did_you_mean(message, name, known_arms()) + held) from None
 
 
 def _held_in_memo(name: str) -> str:
@@ -238,7 +249,7 @@ def _held_in_memo(name: str) -> str:
     ctx = click.get_current_context(silent=True)
     cache_dir = ctx.params.get("cache_dir") if ctx is not None else None
     try:
-        listing = list_runs(cache_dir, arms=[name], kinds=None, any_code=True)
+        listing = list_runs(cache_dir, arms=[name], kinds=None, any_code=True, include_stale=True)
     except (LazylabError, OSError):
         return ""
     if not listing.runs:
@@ -247,7 +258,7 @@ def _held_in_memo(name: str) -> str:
     n = len(listing.runs)
     return (f"; the memo at {listing.directory} holds {n} result{'s' if n != 1 else ''} of it, computed by "
             f"{', '.join(plugins)}, reused only by {'that plugin' if len(plugins) == 1 else 'one of those plugins'} at that "
-            f"version and source (lazylab runs --arm {name} lists them)")
+            f"version and source (lazylab runs --all --arm {name} lists them)")
 
 
 def parse_arms(value: str | None) -> tuple:
@@ -318,8 +329,11 @@ def out_option(folder: str, what: str):
 def json_option(what: str):
     """``--json PATH``: the command's results as JSON; ``-`` prints them on stdout and nothing else
     (the tables are then left out; progress, warnings and errors stay on stderr)."""
+    from lazylab.cli.output import json_stdout
+
     return click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), metavar="PATH",
-                        default=None, help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
+                        default=None, callback=json_stdout,
+                        help=f"Write {what} as JSON to PATH; - prints it on stdout, alone.")
 
 
 def arm_option(default: str | None, what: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,8 +34,69 @@ err = DataConsole(stderr=True, highlight=False)  # progress, warnings
 
 def reset() -> None:
     """Before each command: results print on stdout again."""
+    release_stdout()
     out.quiet = False
 
+
+class _Guard:
+    """What ``guard_stdout`` replaced: the original ``sys.stdout``, its stand-in, and the saved descriptor 1."""
+
+    def __init__(self, original, stand_in, results, saved_fd: int | None):
+        self.original, self.stand_in, self.results, self.saved_fd = original, stand_in, results, saved_fd
+
+
+_guard: _Guard | None = None
+
+
+def guard_stdout() -> None:
+    """For ``--json -``, from now until ``release_stdout``: stdout holds the JSON alone.
+
+    ``sys.stdout`` becomes stderr, so whatever else prints (a plugin's ``print`` while it is imported
+    or builds a bank) goes there; where ``sys.stdout`` is the process's descriptor 1, that descriptor
+    is pointed at stderr too (a plugin's raw ``os.write(1, ...)``), the real stdout kept on a copy of
+    it. ``write_json`` writes to the real stdout. Idempotent.
+    """
+    global _guard
+    if _guard is not None:
+        return
+    original, saved = sys.stdout, None
+    try:
+        if original is sys.__stdout__ and original.fileno() == 1:
+            original.flush()
+            saved = os.dup(1)
+            os.dup2(sys.stderr.fileno(), 1)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        saved = None
+    results = os.fdopen(saved, "w", encoding="utf-8") if saved is not None else original
+    _guard = _Guard(original, sys.stderr, results, saved)
+    sys.stdout = sys.stderr
+
+
+def release_stdout() -> None:
+    """Undo ``guard_stdout`` (nothing if it is not in force): descriptor 1 and ``sys.stdout`` are stdout again
+    (``sys.stdout`` only if nothing else replaced it meanwhile, as click's test runner does)."""
+    global _guard
+    guard, _guard = _guard, None
+    if guard is None:
+        return
+    try:
+        sys.stderr.flush()
+        if guard.saved_fd is not None:
+            guard.original.flush()  # what a plugin wrote through it went to stderr
+            guard.results.flush()
+            os.dup2(guard.saved_fd, 1)
+            guard.results.close()
+    except (OSError, ValueError):
+        pass
+    if sys.stdout is guard.stand_in:
+        sys.stdout = guard.original
+
+
+def json_stdout(ctx, param, value):
+    """``--json`` option callback: ``-`` guards stdout (``guard_stdout``) before the command imports any plugin."""
+    if value is not None and str(value) == "-":
+        guard_stdout()
+    return value
 
 
 
@@ -82,8 +144,9 @@ def write_json(path: Path | None, payload, option: str = "--json") -> None:
         return
     text = json.dumps(payload, indent=1)
     if str(path) == "-":
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        stream = _guard.results if _guard is not None else sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
         return
     write_text_atomically(path, text, option)
     out.print(f"wrote {path}")
@@ -104,7 +167,8 @@ def write_csv(path: Path, header: list, rows: list, option: str) -> None:
 
 
 def ladder_table(result) -> Table:
-    """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate; unstable seeds counted."""
+    """Arm x width table of mean ± std of best_acc (%) over seeds, with the chosen rate; unstable seeds counted;
+    cells of a unit that failed marked ``failed``, and an arm whose unit failed its conformance checks marked."""
     widths = result.plan["widths"]
     table = Table()
     table.add_column("arm")
@@ -115,15 +179,16 @@ def ladder_table(result) -> Table:
         cells = []
         for w in widths:
             c = a.cells.get(w)
-            if getattr(a, "failed", None):
-                cells.append("failed")
+            if (c is None and a.failed) or (c is not None and c.get("failed")):
+                cells.append("[red]failed[/red]")  # the unit failed here or before: below the table, why
             elif c is None or c["mean"] is None:
                 cells.append("diverged")
             else:
                 text = f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "")
                 text += f" ({c['diverged']} div)" if c["diverged"] else ""
                 cells.append(text + (f" [yellow]({c['unstable']} unstable)[/yellow]" if c.get("unstable") else ""))
-        table.add_row(a.arm, *cells, "failed" if getattr(a, "failed", None) else "diverged" if a.lr is None else f"{a.lr:g}")
+        name = a.arm + (" [red](failed checks)[/red]" if a.checks_failed else "")
+        table.add_row(name, *cells, f"{a.lr:g}" if a.lr is not None else "failed" if a.failed else "diverged")
     return table
 
 

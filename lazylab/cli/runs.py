@@ -39,18 +39,24 @@ def _names(value: str | None, option: str) -> tuple[str, ...] | None:
 @click.option("--any-code", is_flag=True,
               help="Also list results computed by other code (another lazylab version or numerics); they are "
                    "never reused, and 'lazylab cache prune' removes them [default: this lazylab's only].")
+@click.option("--all", "all_rows", is_flag=True,
+              help="List every result: also those of other code (--any-code) and those whose plugin is not the "
+                   "installed one (stale source, other version, not installed), marked [default: the results "
+                   "this lazylab and the installed plugins would reuse].")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PATH",
               help="Write the listed results to PATH, one CSV row each: " + ", ".join(FIELDS) + ".")
 @json_option("the listed results (every field, with each result's stored configuration)")
 @cache_dir_option
-def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
+def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, cache_dir):
     """List the results stored in the memo: training runs, convex readouts, trajectories, ...
 
     One row per result, sorted by kind, arm, width and seed: its kind, arm, width m, seed,
     learning rate, epochs, training images, best and final test accuracy (%), seconds, when it
-    was stored (UTC), the plugin that provided its unit (marked "stale source" after an edit in
-    place, "other version" or "not installed": such rows are never reused) and what the kind
-    adds (a run's instability, a convex readout's lambda, a redundancy's bank). Nothing is
+    was stored (UTC), the plugin that provided its unit, whether that unit failed its conformance
+    checks when the result was computed (the checks column: such a result may not be reproducible)
+    and what the kind adds (a run's instability, a convex readout's lambda, a redundancy's bank).
+    Results whose plugin is not the installed one (an edit in place: "stale source"; "other
+    version"; "not installed") are never reused and listed only with --all, marked. Nothing is
     computed. Filters combine (a row must pass each); a row without the field (a redundancy has
     no arm) never passes a filter on it. Gram and readout entries do not store their
     configuration: only their accuracies and key are listed. Each filter takes one value or
@@ -60,6 +66,7 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     Examples:
       lazylab runs --arm yat-frozen --csv runs.csv    # one row per yat-frozen run
       lazylab runs --kinds run --widths 16,32,...,1024 --seeds 0
+      lazylab runs --all                              # stale plugin rows and other code's too
       lazylab runs --json - | python -m json.tool
     """
     from lazylab.config import code_identity
@@ -73,8 +80,10 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
     if csv_path is not None:
         writable_file(csv_path, "--csv")
     arms, kind_list = _names(arms_, "'--arms'"), _names(kinds, "'--kinds'")
+    any_code = any_code or all_rows
     try:
-        listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code)
+        listing = list_runs(cache_dir, arms=arms, widths=widths, seeds=seeds, kinds=kind_list, any_code=any_code,
+                            include_stale=all_rows)
     except LazylabError as exc:  # a mistyped arm: say which installed one it is close to
         bad = next((a for a in arms or () if f"unknown arm {a!r}" in str(exc)), None)
         raise exc if bad is None else LazylabError(did_you_mean(str(exc), bad, known_arms())) from None
@@ -82,22 +91,24 @@ def runs(arms_, widths, seeds, kinds, any_code, csv_path, json_path, cache_dir):
         click.echo(line, err=True)
     rows = listing.runs
     write_json(json_path, {
-        "memo": str(listing.directory), "code": code_identity(), "any_code": any_code,
+        "memo": str(listing.directory), "code": code_identity(), "any_code": any_code, "all": all_rows,
         "filters": {"arm": list(arms or []), "width": list(widths or []), "seed": list(seeds or []),
                     "kind": list(kind_list or [])},
-        "count": len(rows), "other_code": listing.other_code, "runs": [r.to_json() for r in rows]})
+        "count": len(rows), "other_code": listing.other_code, "stale": listing.stale,
+        "runs": [r.to_json() for r in rows]})
     if csv_path is not None:
         write_csv(csv_path, list(FIELDS), [{k: ("" if v is None else v) for k, v in r.row().items()} for r in rows],
                   "--csv")
     if rows:
-        out.print(_table(rows, any_code))
-    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))))
+        out.print(_table(rows, any_code, any(r.checks for r in rows)))
+    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))), soft_wrap=True)
     if csv_path is not None:
         out.print(f"wrote {csv_path}")
 
 
-def _table(rows, any_code: bool) -> Table:
-    """The rich table: one row per result; the code column only when other code's results are listed."""
+def _table(rows, any_code: bool, checks: bool) -> Table:
+    """The rich table: one row per result; the code column only when other code's results are listed, the
+    checks column only when a listed result's unit failed its conformance checks."""
     table = Table()
     for name, justify in (("kind", "left"), ("arm", "left"), ("m", "right"), ("seed", "right"), ("lr", "right"),
                           ("epochs", "right"), ("train", "right"), ("best %", "right"), ("final %", "right"),
@@ -106,16 +117,20 @@ def _table(rows, any_code: bool) -> Table:
     if any_code:
         table.add_column("code")
     table.add_column("plugin")
+    if checks:
+        table.add_column("checks")
     table.add_column("detail")
     for r in rows:
         text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
         cells = [r.kind, text(r.arm or "-"), num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
                  num(r.train_size, "d"), num(r.best_acc), num(r.final_acc), num(r.seconds, ".1f"),
-                 text(r.stored[:16].replace("T", " ") if r.stored else "-")]
+                 text(r.stored.strftime("%Y-%m-%d %H:%M") if r.stored else "-")]
         if any_code:
             cells.append(text(r.code or "lazylab 0.1.0 (no code identity)"))
-        plugin = text(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else "")
-        table.add_row(*cells, plugin, text(r.detail))
+        cells.append(text(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else ""))
+        if checks:
+            cells.append(f"[red]failed {len(r.checks)}[/red]" if r.checks else "passed")
+        table.add_row(*cells, text(r.detail))
     return table
 
 
@@ -131,4 +146,11 @@ def _summary(listing, filtered: bool) -> str:
     if listing.other_code:
         line += (f"; {count(listing.other_code, 'result')} by other code not shown (--any-code lists them, "
                  "'lazylab cache prune' removes them)")
+    if listing.stale:
+        line += (f"; {count(listing.stale, 'result')} of plugins other than the installed ones not shown (--all "
+                 "lists them, 'lazylab cache prune' removes those of edited plugin sources)")
+    failed = sum(bool(r.checks) for r in listing.runs)
+    if failed:
+        line += (f"; {count(failed, 'result')} computed while its unit failed conformance checks (the checks "
+                 "column; --json lists them)")
     return line

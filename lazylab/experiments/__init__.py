@@ -105,18 +105,17 @@ class Workspace:
                 found[key] = missing_record(cfg)
             else:
                 todo.setdefault(arm.name, (arm, []))[1].append(cfg)
-        from lazylab.testing import N_REF  # the reference images, as lazylab.model passes them
-        from lazylab.vetting import vet
+        from lazylab.vetting import mark
 
         for arm in {arm.name: arm for arm, _ in cells}.values():  # refused or announced before any run, memo or not
-            vet(arm, lambda: self.data.x_train[:N_REF])
+            self.vet(arm)
         groups = [(arm, group) for arm, cfgs in todo.values() for group in batch_groups(arm, cfgs)]
         if groups and not self._stale_noted:
             # Say once why runs a user thinks are stored are computed again.
             self._stale_noted = True
             from lazylab.runs import superseded_note
 
-            for note in (self.memo.stale_note(), superseded_note(self.memo, [arm for arm, _ in todo.values()])):
+            for note in (self.memo.stale_note(), superseded_note(self.memo, list(todo.values()))):
                 if note:
                     self.memo.problems.append(note)
         for group, records in self.backend.compute(self, groups, reporter, train_runs):
@@ -125,10 +124,18 @@ class Workspace:
                     self.failures.setdefault(cfg.arm, record["failed"])
                     found[cfg.key()] = record
                     continue
+                record = mark(record, todo[cfg.arm][0])  # a unit that failed its checks: said in the record
                 self.memo.put_record(cfg.key(), record)
                 found[cfg.key()] = record
                 reporter.done(cfg, record, cached=False)
         return [found[cfg.key()] for _, cfg in cells]
+
+    def vet(self, arm: Arm) -> None:
+        """``lazylab.vetting.vet`` on the test images of this workspace's data (its training images if the
+        test images cannot be read). Raises: as ``vet``."""
+        from lazylab.vetting import check_images, vet
+
+        vet(arm, lambda: check_images(self.data_dir, self.data.x_train))
 
     def _memo_record(self, cfg: RunConfig) -> dict | None:
         """The stored record of ``cfg``, or None (absent, corrupt, or written for another configuration)."""

@@ -66,6 +66,9 @@ REFINE_STEP = 0.5  # decades between the walk's choice and each refined penalty
 REFINE_GAIN = 0.1  # held-out points a refined penalty must gain to replace the walk's choice (10 of 10,000 images)
 REFINE_BEYOND = 4  # half-decade steps the refinement may go on past an end of the path
 REFINE_VERSION = 1
+# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
+# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
+SMALLEST_LAMBDA = 1.1754944e-38
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,22 @@ def convex_config(ws: Workspace, arm: Arm, width: int, seed: int, lam: float, tr
                         data=ws.fingerprint, lam=float(lam))
 
 
+def _held_out(F_train, y_train, cfg, seeds, verb: str) -> tuple:
+    """``(rows, scored, F_scored, y_scored)``: the images fitted (the first ``rows``), the indices of the held-out
+    images scored (the last ``cfg.holdout`` less ``seeds``) and their features and labels.
+    Raises: ValueError when every held-out image is in ``seeds`` (``verb`` says what could not be done)."""
+    n = cfg.train_size
+    rows = n - cfg.holdout
+    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
+    if not len(scored):
+        raise ValueError(f"no held-out image to {verb} lambda on: each of the last {cfg.holdout} training images "
+                         "seeds a unit (use more training images or a narrower bank)")
+    # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
+    if len(scored) == cfg.holdout:
+        return rows, scored, F_train[rows:], y_train[rows:]
+    return rows, scored, F_train[scored], y_train[scored]
+
+
 def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
     """Walk down the path ``cfg.lambdas`` (largest first, each fit on the first ``train_size - holdout``
     images warm-starting the next) until a lambda's accuracy on the last ``holdout`` images (less those
@@ -211,16 +230,8 @@ def choose_lambda(F_train, y_train, cfg: LambdaConfig, seeds=()) -> dict:
       summed over them; ``holdout_scored`` the held-out images scored).
     Raises: ValueError for non-finite features, or when every held-out image is in ``seeds``.
     """
-    n = cfg.train_size
-    rows = n - cfg.holdout
-    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
-    if not len(scored):
-        raise ValueError(f"no held-out image to choose lambda on: each of the last {cfg.holdout} training images "
-                         "seeds a unit (use more training images or a narrower bank)")
     F_train, y_train = np.asarray(F_train), np.asarray(y_train)
-    # A slice is a view; only a data-seeded bank (some held-out images skipped) needs a copy.
-    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
-        else (F_train[scored], y_train[scored])
+    rows, scored, F_scored, y_scored = _held_out(F_train, y_train, cfg, seeds, "choose")
     chance = int(np.bincount(y_scored).max())  # images right by a head that learnt nothing: the commonest class
     precond = preconditioner(F_train, rows)
     selection, iterations, hits, evaluations, start, best = {}, {}, {}, 0, None, None
@@ -274,15 +285,8 @@ def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
       refinement, "stops": {repr(lambda): stop rule}}``.
     Raises: ValueError as ``choose_lambda``.
     """
-    n = cfg.train_size
-    rows = n - cfg.holdout
-    scored = np.setdiff1d(np.arange(rows, n), np.asarray(seeds, dtype=np.int64))
-    if not len(scored):
-        raise ValueError(f"no held-out image to refine lambda on: each of the last {cfg.holdout} training images "
-                         "seeds a unit")
     F_train, y_train = np.asarray(F_train), np.asarray(y_train)
-    F_scored, y_scored = (F_train[rows:], y_train[rows:]) if len(scored) == cfg.holdout \
-        else (F_train[scored], y_train[scored])
+    rows, scored, F_scored, y_scored = _held_out(F_train, y_train, cfg, seeds, "refine")
     walk = {float(lam): acc for lam, acc in cfg.walk}
     coarse_hits = round(walk[cfg.coarse] * len(scored) / 100.0)
     precond = preconditioner(F_train, rows)
@@ -428,8 +432,12 @@ def run_convex(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter(
                                 "missing": True}
         else:
             todo.append((arm, [cfg]))
+    from lazylab.vetting import mark
+
+    arms = {cfg.key(): arm for arm, cfgs in todo for cfg in cfgs}
     for group, records in ws.backend.compute(ws, todo, reporter, job):
         for cfg, record in zip(group, records):
+            record = mark(record, arms[cfg.key()])  # a unit that failed its checks: said in the record
             ws.memo.put_record(cfg.key(), record)
             found[cfg.key()] = record
             reporter.done(cfg, record, cached=False)
@@ -511,6 +519,34 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": cells,
                                  "lambdas": {str(w): chosen[(arm.name, w)].get("lambda") for w in plan.widths}}
     return out
+
+
+def convex_file(plan, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
+    """What ``lazylab ladder --readout convex --json`` writes (and ``lazylab.api.load`` reads back):
+    ``{"plan": {arms, widths, seeds, "readout": "convex", protocol}, "convex": convex, "analysis":
+    {"convex_law": {arm: fit}}}``, the ladder law (``analysis.ladder_law``) fitted to each arm's mean
+    convex test accuracy per width. Args: ``plan`` a ``LadderPlan``; ``convex`` from ``run_convex_ladder``;
+    ``climb_widths``, ``min_gain`` as for the protocol's law."""
+    from lazylab import analysis as an
+
+    widths = list(plan.widths)
+    min_gain = an.DEFAULT_MIN_GAIN if min_gain is None else min_gain
+    laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
+                               min_gain=min_gain) for arm, a in convex["arms"].items()}
+    return {"plan": {"arms": [a.name for a in plan.arms], "widths": widths, "seeds": list(plan.seeds),
+                     "readout": "convex", **plan.protocol()},
+            "convex": convex, "analysis": {"convex_law": laws}}
+
+
+def with_convex(payload: dict, result, convex: dict, arms, climb_widths=None, min_gain: float | None = None) -> dict:
+    """A ladder payload (``LadderResult.to_json()`` plus ``"analysis"``) with its convex readouts, as
+    ``lazylab ladder --readout both --json`` writes it: ``convex`` (``run_convex_ladder``), and in the analysis
+    the ``wall`` table and the study's ``answer``. Args: ``result`` the ``LadderResult``; ``arms`` the arms
+    analysed (``Arm``); ``climb_widths``, ``min_gain`` as for the protocol's law. Returns: ``payload``, filled."""
+    payload["convex"] = convex
+    payload["analysis"]["wall"] = wall(result, convex, climb_widths, min_gain)
+    payload["analysis"]["answer"] = answer(result, convex, arms, payload["analysis"].get("exchange"))
+    return payload
 
 
 def lambda_at_edge(convex: dict) -> list[int]:

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lazylab.analysis import unstable_reason
-from lazylab.arms import Arm
+from lazylab.arms import UNIT_COLOURS, Arm
 from lazylab.bracket import BRACKET_WIDTH, DEFAULT_RULE, bracket_seeds, run_brackets
 from lazylab.errors import LazylabError
 from lazylab.experiments import Reporter, Workspace
+from lazylab.vetting import failed_checks
 
 PAPER_WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 PAPER_ARMS = (
@@ -91,7 +92,9 @@ class ArmSummary:
 
     ``bracket`` maps each rate tried (repr) to its mean ``best_acc`` over the bracket's seeds (None: every
     seed diverged); ``selection`` is ``lazylab.bracket.Bracket.to_json()`` (rule, per-rate scores, margin,
-    spread, extension, why), empty for a fixed rate.
+    spread, extension, why), empty for a fixed rate. ``failed``: the unit failure that stopped the arm
+    (the cells computed before it keep their values; those after hold ``failed``); ``checks_failed``: the
+    conformance checks its unit failed (its runs may not be reproducible); ``colour``: the unit's colour.
     """
 
     arm: str
@@ -102,7 +105,9 @@ class ArmSummary:
     bracket: dict[str, float | None] = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
     cells: dict[int, dict] = field(default_factory=dict)
-    failed: str | None = None  # the UnitFailure that stopped the arm (its other runs skipped)
+    failed: str | None = None  # the UnitFailure that stopped the arm (its other runs skipped; cells before it kept)
+    checks_failed: list[str] = field(default_factory=list)  # the conformance checks its unit failed (lazylab.vetting)
+    colour: str | None = None  # the unit's own colour (Unit.colour, or a built-in's), drawn without the plugin
 
 
 @dataclass
@@ -121,8 +126,9 @@ class LadderResult:
             "plan": self.plan,
             "arms": [
                 {"arm": a.arm, "plugin": a.plugin, "unit": a.unit, "init": a.init, "lr": a.lr, "bracket": a.bracket,
-                 "selection": a.selection,
-                 "cells": {str(w): c for w, c in a.cells.items()}, **({"failed": a.failed} if a.failed else {})}
+                 "selection": a.selection, "cells": {str(w): c for w, c in a.cells.items()},
+                 **({"colour": a.colour} if a.colour else {}), **({"failed": a.failed} if a.failed else {}),
+                 **({"checks_failed": a.checks_failed} if a.checks_failed else {})}
                 for a in self.arms
             ],
             "runs": [{**r, "unstable": unstable_reason(r)} for r in self.runs],
@@ -142,9 +148,11 @@ def summarise(records: list[dict]) -> dict:
     """Mean and sample std (ddof=0 for one seed) of ``best_acc`` (%) over seeds; diverged seeds counted apart.
 
     ``unstable`` counts the seeds ``analysis.unstable_reason`` flags; they stay in the mean (marked, not hidden).
+    ``failed`` (present only when nonzero) counts the seeds whose unit failed (``failed_record``): no result.
     """
     accs = [r["best_acc"] for r in records if r["best_acc"] is not None]
     finals = [r["final_acc"] for r in records if r["final_acc"] is not None]
+    failed = sum(bool(r.get("failed")) for r in records)
     return {
         "n": len(records),
         "diverged": sum(r["diverged"] is not None for r in records),
@@ -153,6 +161,7 @@ def summarise(records: list[dict]) -> dict:
         "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
         "final_mean": float(np.mean(finals)) if finals else None,
         "seeds": [r["config"]["seed"] for r in records],
+        **({"failed": failed} if failed else {}),
     }
 
 
@@ -165,7 +174,8 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
 
     An arm whose unit fails (``lazylab.arms.UnitFailure``: non-finite features or
     gradients) stops there: its ArmSummary holds ``failed``, its other runs are
-    skipped, and every other arm completes.
+    skipped (their cells count them as ``failed``), the cells computed before keep
+    their values, and every other arm completes.
 
     Returns: LadderResult with one ArmSummary per arm and every run record.
     Raises: LazylabError, before any training, if a data-seeded arm is asked for more
@@ -173,8 +183,8 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
     """
     plan.check()
     reporter.plan(plan.n_runs())
-    summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr, unit=arm.unit.name, init=arm.init)
-                 for arm in plan.arms]
+    summaries = [ArmSummary(arm=arm.name, plugin=arm.plugin, lr=plan.lr, unit=arm.unit.name, init=arm.init,
+                            colour=arm.unit.colour or UNIT_COLOURS.get(arm.unit.name)) for arm in plan.arms]
     runs = {}  # by memo key: a bracket run reused as a ladder cell appears once
     if plan.lr is None:
         for summary, (bracket, records) in zip(summaries, run_brackets(ws, plan.arms, plan.protocol(), plan.bracket,
@@ -194,8 +204,7 @@ def run_ladder(ws: Workspace, plan: LadderPlan, reporter: Reporter = Reporter())
             summary.cells[width] = summarise(cell)
     for arm, summary in zip(plan.arms, summaries):
         summary.failed = ws.failures.get(arm.name)
-        if summary.failed:
-            summary.cells = {}
+        summary.checks_failed = failed_checks(arm)
     plan_json = {
         "arms": [a.name for a in plan.arms], "widths": list(plan.widths), "seeds": list(plan.seeds),
         "lr": plan.lr, "data": ws.fingerprint, **plan.protocol(),

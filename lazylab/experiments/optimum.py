@@ -39,7 +39,7 @@ from lazylab.arms import Arm
 from lazylab.bracket import next_rate
 from lazylab.config import CACHE_SCHEMA, canonical_json, code_identity, memo_key
 from lazylab.experiments import BATCH_MEMBERS, Reporter, Workspace
-from lazylab.experiments.convex import HOLDOUT_FRACTION
+from lazylab.experiments.convex import HOLDOUT_FRACTION, _mean
 
 BUDGET = 50  # epochs of the cosine schedule: the most a selection run trains
 PATIENCE = 10  # epochs without a better held-out accuracy before a selection run stops
@@ -62,10 +62,13 @@ def patience_for(budget: int) -> int:
 
 
 @dataclass(frozen=True)
-class SelectConfig:
-    """One selection run: ``arm`` at ``width`` and ``seed``, peak rate ``lr``, trained on all but the last
-    ``holdout`` of the first ``train_size`` training images under a cosine over ``budget`` epochs, stopped
-    after ``patience`` epochs without a better held-out accuracy. The memo key hashes every field."""
+class _AnnealedRun:
+    """The fields every annealed run of ``arm`` at ``width`` and ``seed`` shares: peak rate ``lr``, the cosine's
+    length ``budget``, the protocol's batch and weight decay, the first ``train_size`` training images. Its memo
+    key (``key``): ``"<PREFIX>-"`` + the first 32 hex digits of SHA-256 of the code identity and the canonical
+    JSON of every field (``config.memo_key``)."""
+
+    PREFIX = ""
 
     arm: str
     plugin: str
@@ -73,62 +76,48 @@ class SelectConfig:
     seed: int
     lr: float
     budget: int = BUDGET
-    patience: int = PATIENCE
     schedule: str = SCHEDULE
     batch: int = 256
     train_size: int = 60000
-    holdout: int = 10000
     weight_decay: float = 1e-4
     fan_in: str = "unit"
     data: str = ""
     version: int = OPTIMUM_VERSION
     schema: int = CACHE_SCHEMA
     code: str = field(default_factory=code_identity)
+
+    def canonical(self) -> str:
+        """Canonical JSON of the fields (sorted keys, no spaces, floats by ``repr``)."""
+        return canonical_json(self)
+
+    def key(self) -> str:
+        return memo_key(self.PREFIX, self)
+
+
+@dataclass(frozen=True)
+class SelectConfig(_AnnealedRun):
+    """One selection run: trained on all but the last ``holdout`` of the first ``train_size`` training images,
+    stopped after ``patience`` epochs without a better held-out accuracy (``"optimum-run-"`` keys)."""
+
+    PREFIX = "optimum-run"
+
+    patience: int = PATIENCE
+    holdout: int = 10000
 
     @property
     def epochs(self) -> int:
         """The most epochs the run trains (progress displays read it)."""
         return self.budget
 
-    def canonical(self) -> str:
-        """Canonical JSON of the fields (sorted keys, no spaces, floats by ``repr``)."""
-        return canonical_json(self)
-
-    def key(self) -> str:
-        """``"optimum-run-"`` + the first 32 hex digits of SHA-256 of the code identity and the canonical JSON."""
-        return memo_key("optimum-run", self)
-
 
 @dataclass(frozen=True)
-class RefitConfig:
-    """One refit: ``arm`` at ``width`` and ``seed`` trained on all of the first ``train_size`` training images
-    at peak rate ``lr`` for ``epochs`` epochs of a cosine over ``budget`` (the choice's), then scored once on the
-    test set. The memo key hashes every field."""
+class RefitConfig(_AnnealedRun):
+    """One refit: trained on all of the first ``train_size`` training images for ``epochs`` epochs of the cosine
+    over ``budget`` (the choice's), then scored once on the test set (``"optimum-fit-"`` keys)."""
 
-    arm: str
-    plugin: str
-    width: int
-    seed: int
-    lr: float
-    epochs: int
-    budget: int = BUDGET
-    schedule: str = SCHEDULE
-    batch: int = 256
-    train_size: int = 60000
-    weight_decay: float = 1e-4
-    fan_in: str = "unit"
-    data: str = ""
-    version: int = OPTIMUM_VERSION
-    schema: int = CACHE_SCHEMA
-    code: str = field(default_factory=code_identity)
+    PREFIX = "optimum-fit"
 
-    def canonical(self) -> str:
-        """Canonical JSON of the fields (sorted keys, no spaces, floats by ``repr``)."""
-        return canonical_json(self)
-
-    def key(self) -> str:
-        """``"optimum-fit-"`` + the first 32 hex digits of SHA-256 of the code identity and the canonical JSON."""
-        return memo_key("optimum-fit", self)
+    epochs: int = field(kw_only=True)
 
 
 def _json(cfg) -> dict:
@@ -305,11 +294,6 @@ def run_records(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter
     return [found[cfg.key()] for _, cfg in cells]
 
 
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
-
-
 def chosen_on_test(records: list[dict]) -> dict:
     """What choosing on the test set would give, from the selection records of one arm and width: each rate's
     mean over seeds of each seed's best per-epoch test accuracy, and the best rate's (a bound that reads the
@@ -397,6 +381,27 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
             }
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": summaries}
     return out
+
+
+def with_optimum(ws: Workspace, payload: dict, result, convex: dict, plan, arms,
+                 reporter: Reporter = Reporter()) -> dict:
+    """A ``--readout both`` ladder payload (``convex.with_convex``'s) with the trained side at its optimum, as
+    ``lazylab ladder --readout both --json`` writes it: ``optimum`` (``run_optimum`` for the trained arms among
+    ``arms`` at ``plan``'s widths, seeds and protocol, budget ``optimum_budget(plan.epochs)``; in memo-only mode
+    the records missing from the memo left out) and ``analysis.fair`` (``fair_answer``). Nothing is added
+    without a trained arm. Returns: ``payload``, filled."""
+    from lazylab.model import N_REF
+
+    trained = tuple(a for a in arms if a.trained)
+    if not trained:
+        return payload
+    optimum = run_optimum(ws, trained, plan.widths, plan.seeds, plan.train_size, plan.fan_in,
+                          optimum_budget(plan.epochs), reporter)
+    optimum["runs"] = [r for r in optimum["runs"] if not r.get("missing")]
+    optimum["fits"] = [r for r in optimum["fits"] if not r.get("missing")]
+    payload["optimum"] = optimum
+    payload["analysis"]["fair"] = fair_answer(result, convex, optimum, arms, ws.data.x_train[:N_REF])
+    return payload
 
 
 # ------------------------------------------------------------------ the fair answer

@@ -128,14 +128,24 @@ def load_reference(path: str | Path | None = None) -> dict:
       large, not JSON, of another schema or kind, lacks a provenance field, holds a malformed payload,
       or its digest does not match its payload (a number changed after export).
     """
-    from lazylab.schemas import read_json, validate
-    from lazylab.schemas.ladder import ReferenceEnvelope, check_ladder_payload
+    from lazylab.schemas import read_json
 
     path = Path(path) if path is not None else reference_path()
     what = f"reference results {path}"
     if not path.exists() and not path.is_symlink():
         raise _bad(what, "no such file")
-    doc = read_json(path, "reference results")
+    return check_reference(read_json(path, "reference results"), what)
+
+
+def check_reference(doc, what: str) -> dict:
+    """Check a reference document (``load_reference``'s) read from anywhere; ``what`` names it in errors.
+
+    Returns: ``doc`` itself, its payload's missing ``unstable`` marks filled in (``_mark_unstable``).
+    Raises: LazylabError (one line) as ``load_reference`` does for the document's contents.
+    """
+    from lazylab.schemas import validate
+    from lazylab.schemas.ladder import ReferenceEnvelope, check_ladder_payload
+
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise _bad(what, f"not a lazylab reference file (kind is not {KIND!r})")
     if doc.get("schema") != REFERENCE_SCHEMA or isinstance(doc.get("schema"), bool):

@@ -509,10 +509,10 @@ def over_seeds(seeds) -> str:
 
 
 def _style(payload: dict, arm: str):
-    """The arm's style, with the init its ladder file records (an arm whose plugin is not installed
-    here is drawn with its own init, not one guessed from its name)."""
-    init = next((a.get("init") for a in payload.get("arms") or [] if a.get("arm") == arm), None)
-    return arm_style(arm, init or None)
+    """The arm's style, with the init and unit colour its ladder file records (an arm whose plugin is not
+    installed here is drawn with its own init and colour, not ones guessed from its name)."""
+    summary = next((a for a in payload.get("arms") or [] if a.get("arm") == arm), {})
+    return arm_style(arm, summary.get("init") or None, summary.get("colour") or None)
 
 
 def _arm_lr(payload: dict, arm: str):

@@ -187,12 +187,14 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     plan = d["plan"]
     widths = [int(w) for w in plan["widths"]]
     law = d["analysis"]["ladder_law"]
-    rows, not_fitted = [], []
+    rows, not_fitted, unit_notes = [], [], []
     for a in d["arms"]:
         cells = []
         for w in widths:
             c = a["cells"].get(str(w))
-            if c is None or c.get("mean") is None:
+            if (c is None and a.get("failed")) or (c is not None and c.get("failed")):
+                cells.append('<span class="fail">failed</span>')
+            elif c is None or c.get("mean") is None:
                 cells.append("diverged" if c else "-")
             else:
                 cells.append(f"{c['mean']:.2f}" + (f" ± {c['std']:.2f}" if c["n"] > 1 else "") + _unstable_mark(c))
@@ -203,7 +205,15 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
         else:
             fit = [_f(f["floor"]), _f(f["c"], ".3g"), _f(f["alpha"], ".3f") + (" (at bound)" if f.get("at_bound") else ""),
                    _f(f["r2"], ".4f"), _e(",".join(map(str, f.get("widths", []))))]
-        rows.append([_e(a["arm"]), "diverged" if a["lr"] is None else _f(a["lr"], "g"), *cells, *fit])
+        name = _e(a["arm"])
+        if a.get("checks_failed"):
+            name += ' <span class="fail" title="its unit failed lazylab\'s conformance checks">✗ checks</span>'
+            unit_notes.append(f"{_e(a['arm'])}: its unit failed its conformance checks, so its results may not be "
+                              f"reproducible: {_e('; '.join(a['checks_failed']))}")
+        if a.get("failed"):
+            unit_notes.append(f"{_e(a['arm'])}: {_e(a['failed'])}; its later runs were skipped (cells marked failed)")
+        lr = _f(a["lr"], "g") if a["lr"] is not None else "failed" if a.get("failed") else "diverged"
+        rows.append([name, lr, *cells, *fit])
     header = ["arm", "lr", *[f"m={w}" for w in widths], "floor (%)", "c", "alpha", "R²", "widths fitted"]
     out = [] if lead else _exchange_block(d, pid)
     out += [f"<p>Ladder: <b>{_e(d['name'])}</b> ({_e(d.get('note') or '')}). best_acc (%) on the test set, "
@@ -211,6 +221,8 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
            f"training images; " + _rate_words(plan) + f"Ladder law: err = 100 − acc = floor + c·m<sup>−alpha</sup> on each arm's "
            f"climbing region. {len(d.get('run_keys', []))} runs behind it.</p>",
            _table(header, rows, f"{pid}ladder-table", left={0, -1})]
+    if unit_notes:  # why a unit's cells failed or are marked, below the table
+        out.append(f'<p class=note id="{pid}unit-notes">' + "<br>".join(unit_notes) + "</p>")
     if not_fitted:  # the reason below the table, not in a column
         out.append(f'<p class=note id="{pid}law-notes">Ladder law not fitted: ' + "; ".join(not_fitted) + ".</p>")
     out += _bracket_block(d, pid)

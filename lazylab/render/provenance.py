@@ -32,11 +32,14 @@ def versions() -> dict:
 
 
 def plugins() -> list[dict]:
-    """Every unit with its distribution and version (``lazylab arms``), and units that failed to load."""
+    """Every registered unit with its distribution and version (``lazylab arms``): ``status`` ``ok`` for the
+    units this process imported, ``not used`` for those it did not need (nothing is imported here), the
+    one-line reason for those that cannot load."""
     from lazylab.arms import registry
 
     reg = registry()
-    rows = [{"unit": n, "distribution": d, "version": v, "status": "ok"} for n, (_, d, v) in sorted(reg.units.items())]
+    rows = [{"unit": n, "distribution": d, "version": v, "status": "ok" if n in reg.units else "not used"}
+            for n, (_, d, v) in sorted({**reg.entries, **reg.units}.items()) if n not in reg.errors]
     rows += [{"unit": e.unit, "distribution": e.distribution, "version": e.version, "status": e.message}
              for _, e in sorted(reg.errors.items())]
     return rows

@@ -105,7 +105,7 @@ def _registry_colour(unit: str) -> str | None:
     try:
         from lazylab.arms import registry
 
-        found = registry().units.get(unit)
+        found = registry().unit(unit)
     except Exception:  # a broken plugin or strict-plugin mode: no named colour
         return None
     return found[0].colour if found is not None else None
@@ -123,7 +123,7 @@ def default_init(unit: str) -> str:
     try:
         from lazylab.arms import registry
 
-        found = registry().units.get(unit)
+        found = registry().unit(unit)
     except Exception:
         found = None
     return found[0].inits[0] if found is not None else _DEFAULT_INIT.get(unit, "random")
@@ -153,20 +153,20 @@ def _registry_arm(name: str) -> tuple[str, str, str] | None:
     try:
         from lazylab.arms import registry
 
-        arm = registry().arms().get(name)
-    except Exception:  # a broken plugin or strict-plugin mode: fall back to the name
-        return None
-    if arm is None:
+        arm = registry().arm(name)  # imports that arm's unit only
+    except Exception:  # not installed, a broken plugin, strict-plugin mode: fall back to the name
         return None
     return arm.unit.name, arm.init, "trained" if arm.trained else "frozen"
 
 
-def arm_style(name: str, init: str | None = None) -> ArmStyle:
+def arm_style(name: str, init: str | None = None, colour: str | None = None) -> ArmStyle:
     """The style of arm ``name``: its unit's colour (a darker shade for the unit's second init), its init's
-    marker, its mode's line style; ``init`` overrides the init read from the name or registry."""
+    marker, its mode's line style; ``init`` overrides the init read from the name or registry, ``colour``
+    the unit's colour (as a ladder file records it: the same whether its plugin is installed or not)."""
     unit, parsed_init, mode = parse_arm(name)
     init = init or parsed_init
-    colour = unit_colour(unit) if init == default_init(unit) else _darker(unit_colour(unit))
+    base = colour or unit_colour(unit)
+    colour = base if init == default_init(unit) else _darker(base)
     return ArmStyle(unit, init, mode, colour, INIT_MARKERS.get(init, OTHER_INIT_MARKER), MODE_LINESTYLES[mode])
 
 

@@ -90,6 +90,7 @@ class Cell(Model):
     final_mean: Accuracy | None = None
     diverged: Count = 0
     unstable: Count = 0
+    failed: Count = 0  # seeds whose unit failed (no result)
     seeds: Annotated[Seeds, AfterValidator(unique)] = []
 
     @model_validator(mode="after")
@@ -149,6 +150,8 @@ class ArmSummary(Model):
     selection: Selection | None = None
     cells: dict[WidthKey, Cell]
     failed: str | None = None
+    checks_failed: Annotated[list[str], Field(max_length=MAX_LIST)] = []  # its unit's failed conformance checks
+    colour: Annotated[str, Field(pattern=r"^#[0-9a-fA-F]{6}$")] | None = None  # the unit's colour in pictures
 
 
 # -------------------------------------------------------------------- runs
