@@ -223,17 +223,13 @@ def _check_contract(obj, ep_name: str) -> Unit:
     return obj
 
 
-# Characters a terminal obeys rather than shows: C0 and C1 controls, DEL, and the bidirectional marks,
-# embeddings, overrides and isolates (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def plugin_error(exc: BaseException, prefix: str = "") -> str:
     """``"<prefix><type>: <message>"`` of an exception a plugin's code raised, as one line: its first line, each
-    control character in it written as an escape (``\\x1b``, ``\\u202e``), so that the text a plugin chose is
-    shown, never obeyed by the terminal. (The one function lazylab's plugin messages go through.)"""
-    first = (f"{prefix}{type(exc).__name__}: {exc}".splitlines() or [""])[0]
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1] if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", first)
+    control character in it escaped (``lazylab.text.printable``), so that the text a plugin chose is shown, never
+    obeyed by the terminal. (The one function lazylab's plugin messages go through.)"""
+    from lazylab.text import printable
+
+    return printable((f"{prefix}{type(exc).__name__}: {exc}".splitlines() or [""])[0])
 
 
 def bank_parameters(bank) -> dict | None:
