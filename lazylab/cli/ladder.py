@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, ladder_table, law_table, num, out, wrap_lines,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -168,8 +168,8 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         out.print(f"runs: {reporter.summary()} at {ws.memo.directory}" + backend_note(backend))
     for part in analysis_tables(analysis):
         out.print(part)
-    for part in exchange_parts(analysis.get("exchange")):
-        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+    for part in exchange_parts(analysis.get("exchange"), [a.name for a in plan.arms]):
+        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str) and not wrap_lines())
     for line in analysis.get("warnings") or []:  # one line each, never wrapped
         warn(line)
     payload = {**result.to_json(), "analysis": analysis}
@@ -185,7 +185,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
         payload["analysis"]["answer"] = answer(result, convex, healthy, analysis.get("exchange"))
         for part in wall_tables(payload["analysis"]["wall"]) + answer_parts(payload["analysis"]["answer"],
                                                                                   list(plan.widths)):
-            out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+            out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str) and not wrap_lines())
     write_json(json_path, payload)
     if csv_path is None and json_path is not None and str(json_path) != "-":
         csv_path = json_path.with_suffix(".csv")
@@ -226,7 +226,7 @@ def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
         out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
     chosen = "; ".join(f"{arm} {_lambda_runs(a['lambdas'])}" for arm, a in convex["arms"].items())
     out.print(f"lambda per width, chosen on seed {convex['lambda_seed']}'s bank by held-out accuracy: {chosen}",
-              soft_wrap=True)
+              soft_wrap=not wrap_lines())
     return convex
 
 
@@ -260,7 +260,7 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
               f"{','.join(map(str, plan.seeds))}")
     out.print(table)
     for note in edge_note(lambda_at_edge(convex)):  # below, not a caption: a narrow table would wrap it
-        out.print(note, soft_wrap=True)
+        out.print(note, soft_wrap=not wrap_lines())
     laws = {arm: an.ladder_law(widths, [a["cells"][str(w)]["mean"] for w in widths], region=climb_widths,
                                min_gain=climb_gain) for arm, a in convex["arms"].items()}
     out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha", laws))

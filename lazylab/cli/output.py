@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,13 +18,65 @@ from rich.table import Table
 
 from lazylab.paths import write_text_atomically
 
-out = Console(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
-err = Console(stderr=True, highlight=False)  # progress, warnings
+LOG_WIDTH = 160  # stdout into a file or pipe with no $COLUMNS: a log keeps a wide table on one line per row
+
+
+def asked_width() -> int | None:
+    """``$COLUMNS`` when it holds a positive integer (the width a user asked for, in a pipe too), else None."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def wrap_lines() -> bool:
+    """Whether sentences wrap at the console's width: when ``$COLUMNS`` asks for one. Otherwise each sentence,
+    warning and progress line stays one line (``soft_wrap``), however long, so that a log can be searched."""
+    return asked_width() is not None
+
+
+def _width(stream) -> int | None:
+    """The console width for ``stream``: ``$COLUMNS`` if given, else the terminal's (None: rich asks it), else
+    ``LOG_WIDTH``."""
+    asked = asked_width()
+    if asked is not None:
+        return asked
+    try:
+        return None if stream.isatty() else LOG_WIDTH
+    except (ValueError, OSError):  # a closed stream
+        return LOG_WIDTH
+
+
+class ResultsConsole(Console):
+    """rich's Console, drawing tables with ASCII rules (``+--+``, ``|``) when its output is not a terminal (a
+    log or a pipe then holds one byte per column, as ``awk``, ``cut`` and ``grep`` count them), and folding a
+    cell too wide for its column onto the next line instead of cutting it with an ellipsis: a table narrower
+    than its numbers still shows every digit."""
+
+    def print(self, *objects, **kwargs):
+        for table in (o for o in objects if isinstance(o, Table)):
+            for column in table.columns:
+                column.overflow = "fold"
+        super().print(*objects, **kwargs)
+
+    @property
+    def options(self):
+        options = super().options
+        if not self.is_terminal:
+            options.encoding = "ascii"  # options.ascii_only: rich swaps every table's box for box.ASCII (Box.substitute)
+        return options
+
+
+out = ResultsConsole(width=_width(sys.stdout), highlight=False)  # results: stdout (quiet under --json -)
+err = Console(stderr=True, width=asked_width(), highlight=False)  # progress, warnings
 
 
 def reset() -> None:
-    """Before each command: results print on stdout again."""
+    """Before each command: results print on stdout again, at the width ``$COLUMNS`` asks for now."""
     out.quiet = False
+    width, asked = _width(sys.stdout), asked_width()
+    if width is not None:
+        out.width = width
+    if asked is not None:
+        err.width = asked
 
 
 
@@ -46,7 +99,7 @@ def warn(line: str) -> None:
     """One ``warning:`` line with the results, never wrapped; on stderr when stdout holds JSON alone."""
     from rich.markup import escape
 
-    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=True)
+    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(line)}", soft_wrap=not wrap_lines())
 
 
 def write_json(path: Path | None, payload, option: str = "--json") -> None:
@@ -189,12 +242,17 @@ def analysis_tables(analysis: dict) -> list:
     return parts
 
 
-def exchange_parts(exchange: dict | None) -> list:
-    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; one note line without a pair."""
+def exchange_parts(exchange: dict | None, arm_names=()) -> list:
+    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; without a pair, one note
+    line naming the arms to add to ``arm_names`` (the ladder's) for an answer (``analysis.partners_to_add``)."""
+    from lazylab.analysis import partners_to_add
     from lazylab.exchange import at_smallest_width
 
     if not exchange or not exchange.get("rows"):
-        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init"]
+        add = partners_to_add(arm_names)
+        hint = (f"; add {' or '.join(add)} to --arms (--arms {','.join([*arm_names, add[0]])}) for an answer"
+                if add else "")
+        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init" + hint]
     table = Table(title="exchange rate: the frozen width of the same unit matching a trained arm's mean accuracy "
                         "(interpolated on log m, or extrapolated from the frozen ladder law)", title_justify="left")
     for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):
