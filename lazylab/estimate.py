@@ -2,8 +2,10 @@
 
 Nothing is trained here. A command's plan becomes the list of runs it would do,
 each looked up in the memo under the key the experiment itself computes, and
-the runs still to compute are priced by a cost model whose constants are
-measured on this machine (``lazylab.calibration``):
+the runs still to compute are priced in CPU seconds by a cost model whose
+constants are measured on this machine (``lazylab.calibration``), then turned
+into wall time over the cores the command gets (``effective_cores``: what it
+keeps busy on quiet cores, or less when other work takes them):
 
 * a trained run's step costs ``a + S b m`` seconds (``S`` members of one
   program, width ``m``; ``a`` the per-step dispatch, ``b`` the bank's products,
@@ -16,7 +18,7 @@ measured on this machine (``lazylab.calibration``):
   when jax's persistent compilation cache holds programs);
 * the command pays a fixed start (imports, data, tables, figures: ``COMMAND_S``).
 
-Ray (``--backend ray``, one worker per core) divides the runs' time by a gain
+Ray (``--backend ray``, one worker per core) multiplies the cores by a gain
 measured on 2 cores. Peak memory is a base plus the widest run's working set;
 disk is the records, the new banks' feature entries (at most ``--cache-limit``
 in all: an upper bound, as the store keeps only those that load faster than they
@@ -70,15 +72,13 @@ NTK_RUN_S = 0.75
 EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
 # A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
-# factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
-# (the two products): 17, 22, 32 and 87 ms an evaluation at m = 16, 64, 256 and 1024 on 60,000 images (the quick
-# preset's cells, 2026-12-04, a niced job beside them; bench/convex.py: 308 ms at 4096). Evaluations per solve:
+# factorisation (per m^3), and per evaluation the calibration's figures (per image: the softmax on 10 logits;
+# per image x unit: the two products; lazylab.calibration). Evaluations per solve:
 # about 60 (m/16)^0.45 times a unit's factor (the frontier's median cell at m <= 4096: docs/performance.md);
 # the data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
 CONVEX_SETUP_S = 0.5
 CONVEX_COV_S = 1.0e-11
 CONVEX_FACTOR_S = 2.0e-11
-CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 2.7e-7, 1.2e-9
 # A width's lambda choice: CHOICE_SOLVES cell-sized solves on 50,000 images (its walk fits 2-6 lambdas, warm-started:
 # 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
 CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
@@ -120,7 +120,8 @@ def compile_cache_warm() -> bool:
     """Whether jax's persistent compilation cache is on and holds programs (``lazylab.xla_cache``).
 
     Which programs it holds cannot be told without compiling them, so a cache holding
-    any is taken to hold the command's (true after a first command of the same shapes).
+    any is taken to hold the command's programs of every unit it has built banks of
+    (``xla_cache.cached_units``; true after a first command of the same shapes).
     """
     from lazylab import xla_cache
 
@@ -128,13 +129,24 @@ def compile_cache_warm() -> bool:
     return folder is not None and xla_cache.stats(folder)[0] > 0
 
 
+def compiled_units() -> set[str]:
+    """The units (plugin identities, ``Arm.plugin``) whose programs jax's cache holds (``xla_cache.cached_units``)."""
+    from lazylab import xla_cache
+
+    folder = xla_cache.cache_dir()
+    return set() if folder is None else xla_cache.cached_units(folder)
+
+
 class Pricer:
     """Prices groups of runs as one process computes them, remembering what it compiled and which banks it computed.
 
     Args: cal: the Calibration; cache_limit: the feature store's cap in bytes (``--cache-limit``,
-      default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``).
+      default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``): then a
+      unit's programs are priced warm once the cache holds that unit's (``compiled_units``), and cold before
+      (a unit never run here, a plugin just installed or edited); ``warm=True`` given prices every unit warm.
     Attributes: ``feature_disk`` (bytes of the new banks' feature entries, at most the cap each),
-    ``working_bytes`` (the largest group's working set).
+    ``working_bytes`` (the largest group's working set), ``extension_runs`` (the most runs grid extensions
+    can add to the brackets priced, ``_bracket``).
     """
 
     def __init__(self, cal: Calibration, cache_limit: int | None = None, warm: bool | None = None):
@@ -143,25 +155,32 @@ class Pricer:
         self.cal = cal
         self.cache_limit = DEFAULT_CACHE_LIMIT if cache_limit is None else cache_limit
         self.warm = compile_cache_warm() if warm is None else warm
+        self.units = compiled_units() if warm is None and self.warm else None  # None: every unit as ``warm``
         self.shapes: set = set()
         self.banks: set = set()
         self.cold_banks: set = set()
         self.feature_disk = 0
         self.working_bytes = 0
+        self.extension_runs = 0  # runs the grid extensions of brackets not yet run may add (a range's top)
 
-    def compile_s(self, trained: bool, shape) -> float:
-        """The compilation of ``shape`` if this process has not compiled it yet, else 0."""
+    def warm_for(self, arm) -> bool:
+        """Whether ``arm``'s programs load from jax's cache (see the class): ``warm``, and its unit compiled before."""
+        return self.warm and (self.units is None or arm is None or arm.plugin in self.units)
+
+    def compile_s(self, trained: bool, shape, arm=None) -> float:
+        """The compilation of ``shape`` (of ``arm``'s unit, if given) if this process has not compiled it yet, else 0."""
         if shape in self.shapes:
             return 0.0
         self.shapes.add(shape)
-        cal = self.cal
+        cal, warm = self.cal, self.warm_for(arm)
         if trained:
-            return cal.warm_compile_s if self.warm else cal.compile_s
-        return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
+            return cal.warm_compile_s if warm else cal.compile_s
+        return cal.warm_frozen_compile_s if warm else cal.frozen_compile_s
 
-    def cold_bank_s(self, bank) -> float:
+    def cold_bank_s(self, arm, width: int) -> float:
         """A bank width's other programs (``COLD_BANK_COMPILES``) when new to a cold process, else 0."""
-        if self.warm or bank in self.cold_banks:
+        bank = (arm.name, width)
+        if self.warm_for(arm) or bank in self.cold_banks:
             return 0.0
         self.cold_banks.add(bank)
         return COLD_BANK_COMPILES * self.cal.frozen_compile_s
@@ -188,7 +207,7 @@ class Pricer:
         """Seconds for one group of runs of ``arm`` (``experiments.batch_groups``) trained as one program."""
         first, S = cfgs[0], len(cfgs)
         m, E, n = first.width, first.epochs, first.train_size
-        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch)) + self.cold_bank_s((arm.name, m))
+        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch), arm) + self.cold_bank_s(arm, m)
         if arm.trained:
             # parameters, gradients and AdamW's two moments, each also in a donated copy
             self.working_bytes = max(self.working_bytes, S * 8 * 4 * m * D)
@@ -213,6 +232,10 @@ class Estimate:
         (estimated; a group's time shared among its runs; 0 for runs in the memo).
       notes: lines to print under the summary (assumptions, what could not be resolved).
       calibration: where the calibration behind it is kept, when and at what load it was measured.
+      runs_high: the most runs the command can do: ``runs_total`` plus the runs of grid extensions the
+        brackets not yet run may call for (``Pricer.extension_runs``); the time counts their expected share.
+      contention: ``{"share", "cores"}``: the share of the cores a probe got just before (``cpu_share``; 1 when
+        nothing is to compute) and the cores the work was priced at (``effective_cores``).
     """
 
     command: str
@@ -227,21 +250,24 @@ class Estimate:
     runs: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     calibration: dict = field(default_factory=dict)
+    runs_high: int = 0
+    contention: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The estimate as plain JSON types."""
         return asdict(self)
 
 
-def wall_s(compute_s: float, backend: str, cores: int) -> float:
-    """Wall time (s) of a command whose runs take ``compute_s`` in one process.
+def wall_s(compute_s: float, backend: str, cores: int, share: float = 1.0) -> float:
+    """Wall time (s) of a command whose runs take ``compute_s`` CPU seconds, when a probe gets ``share`` of the cores.
 
-    local: ``COMMAND_S + compute_s``. ray: ``COMMAND_S + RAY_START_S + compute_s / gain``,
-    ``gain = 1 + 0.25 (cores - 1)`` (measured on 2 cores only).
+    ``COMMAND_S + compute_s / effective_cores(share, backend, cores)``, plus ``RAY_START_S`` with Ray (one worker per
+    core: its gain over one process, 1 + 0.25 (cores - 1), is measured on 2 cores only).
     """
-    if backend == "ray" and compute_s > 0:
-        return COMMAND_S + RAY_START_S + compute_s / (1 + RAY_GAIN_PER_EXTRA_CORE * (cores - 1))
-    return COMMAND_S + compute_s
+    if compute_s <= 0:
+        return COMMAND_S
+    start = RAY_START_S if backend == "ray" else 0.0
+    return COMMAND_S + start + compute_s / effective_cores(share, backend, cores)
 
 
 def _row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
@@ -268,12 +294,14 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
 def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, float, float | None, bool]:
     """An arm's bracket (``lazylab.bracket``: its grid at m = 256 over the rule's seeds, then each grid
     extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. Missing runs
-    carry ``EXTENSION_RATES`` more rates in their seconds (which rate, if any, is not known before)."""
-    from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore, bracket_seeds, next_rate
+    carry ``EXTENSION_RATES`` more rates in their seconds (which rate, if any, is not known before), and
+    the extensions still possible (``MAX_EXTEND`` rounds in all, 1se rule only) add their runs to
+    ``pricer.extension_runs``."""
+    from lazylab.bracket import BRACKET_WIDTH, MAX_EXTEND, Bracket, RateScore, bracket_seeds, next_rate
 
     seeds = bracket_seeds(rule)
     bracket = Bracket(rule=rule, grid=[float(lr) for lr in arm.unit.grid(arm.trained)])
-    rates, rows, seconds = list(bracket.grid), [], 0.0
+    rates, rows, seconds, round_ = list(bracket.grid), [], 0.0, 0
     while rates:
         cfgs = [ws.config(arm, BRACKET_WIDTH, seed, lr, **protocol) for lr in rates for seed in seeds]
         records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
@@ -281,7 +309,10 @@ def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, 
         if any(r is None for r in records):
             share = 1 + EXTENSION_RATES / len(rates)  # each missing run carries its share of the extensions
             more = [{**r, "seconds": round(r["seconds"] * share, 3)} for r in more]
+            if rule == "1se":
+                pricer.extension_runs += (MAX_EXTEND - round_) * len(seeds)
             return rows + more, seconds + s * share, None, False
+        round_ += 1
         rows, seconds = rows + more, seconds + s
         for i, lr in enumerate(rates):
             bracket.scores[lr] = RateScore.of(lr, records[i * len(seeds):(i + 1) * len(seeds)])
@@ -327,13 +358,14 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
-def convex_solve_s(width: int, rows: int, evaluations: float) -> float:
+def convex_solve_s(cal: Calibration, width: int, rows: int, evaluations: float) -> float:
     """Seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
     preconditioner (covariance of ``min(rows, max(16384, 2 m))`` rows, Cholesky and its inverse), then
-    ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix."""
+    ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix, each
+    ``rows (convex_eval_a + convex_eval_b m)`` seconds (``cal``, measured on this machine)."""
     cov_rows = min(rows, max(16384, 2 * width))
     return (CONVEX_SETUP_S + CONVEX_COV_S * cov_rows * width ** 2 + CONVEX_FACTOR_S * width ** 3
-            + evaluations * rows * (CONVEX_EVAL_IMAGE_S + CONVEX_EVAL_S * width))
+            + evaluations * rows * (cal.convex_eval_a + cal.convex_eval_b * width))
 
 
 def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
@@ -353,8 +385,9 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                 pending.append(f"{arm.name} m={width}")
                 evaluations = convex_evaluations(width, arm.unit.name, data_seeded)
                 s = pricer.bank_s((arm.name, width, lcfg.seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                s += min(CHOICE_SOLVES, len(lcfg.lambdas)) * convex_solve_s(width, plan.train_size - lcfg.holdout,
-                                                                            evaluations)
+                s += pricer.cold_bank_s(arm, width)  # the bank's feature programs, once per width
+                s += min(CHOICE_SOLVES, len(lcfg.lambdas)) * convex_solve_s(pricer.cal, width,
+                                                                            plan.train_size - lcfg.holdout, evaluations)
                 row["seconds"] = round(s, 3)
                 seconds += s
             rows.append(row)
@@ -364,7 +397,9 @@ def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, floa
                 row = _row("convex", arm.name, width, seed, None, cfg.key() if lam is not None else None, stored)
                 if not stored:
                     s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                    s += convex_solve_s(width, plan.train_size, convex_evaluations(width, arm.unit.name, data_seeded))
+                    s += pricer.cold_bank_s(arm, width)
+                    s += convex_solve_s(pricer.cal, width, plan.train_size,
+                                        convex_evaluations(width, arm.unit.name, data_seeded))
                     row["seconds"] = round(s, 3)
                     seconds += s
                 rows.append(row)
@@ -400,7 +435,7 @@ def _gram(ws, arm, cfg, pricer: Pricer) -> tuple[list, float, list]:
                cfg.key() in ws.memo and cfg.key() + "-summary" in ws.memo)
     if not row["in_memo"]:
         units = cfg.ref_units + cfg.max_units * cfg.repeats
-        row["seconds"] = round(pricer.compile_s(False, ("gram", arm.name)) +
+        row["seconds"] = round(pricer.compile_s(False, ("gram", arm.name), arm) +
                                features_s(pricer.cal, units, len(cfg.classes) * cfg.per_class), 3)
     return [row], row["seconds"], ["gram: crude (features and a compilation priced; bank drawing and Gram algebra not)"]
 
@@ -411,7 +446,7 @@ def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list
     for cfg in configs:
         row = _row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
         if not row["in_memo"]:
-            s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size))
+            s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size), arm)
             s += cfg.steps * (cfg.train_size / BATCH) * (cal.head_a + cal.head_b * cfg.width)
             if cfg.features().key() not in ws.memo:
                 s += pricer.bank_s(("readout", arm.name, cfg.width, cfg.seed, cfg.train_size), cfg.width, cfg.train_size)
@@ -427,33 +462,63 @@ def _ntk(cfg, pairs: list, key: str | None = None, in_memo: bool = False) -> tup
     return rows, per_run * len(rows), ["ntk: crude (a fixed time per 1-D run, measured on the 2-core machine)"]
 
 
+# The cores a computing command keeps busy on average on quiet cores (its CPU time over its wall time):
+# jax's steps and OpenBLAS's products run on every core, the Python between them on one (bench/estimate.py).
+BUSY_CORES = 1.4
+
+
+def effective_cores(share: float, backend: str, cores: int) -> float:
+    """The cores a command's work gets: what it keeps busy on quiet cores (``BUSY_CORES``; with Ray, one worker per
+    core, ``BUSY_CORES x (1 + 0.25 (cores - 1))``, at most ``cores``), or, when other work leaves it less, the
+    share of the cores a probe got just now (``calibration.cpu_share``) times the cores.
+
+    Why: the calibration prices work in CPU seconds, which other work on the machine changes little; the wall
+    time is those seconds over the cores the work gets, and a command at the same priority as the other work
+    gets about what the probe got (Linux's fair scheduler)."""
+    busy = BUSY_CORES if backend != "ray" else min(float(cores), BUSY_CORES * (1 + RAY_GAIN_PER_EXTRA_CORE * (cores - 1)))
+    return min(busy, share * cores)
+
+
 def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, backend: str = "local",
               base_bytes: int = PEAK_BASE_BYTES) -> Estimate:
-    """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk."""
+    """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk;
+    its runs' CPU seconds become wall time over the cores the command gets now (``effective_cores``)."""
+    from lazylab.bracket import MAX_EXTEND
+    from lazylab.calibration import cpu_share
+
     cal, cores = pricer.cal, os.cpu_count() or 1
     rows = [r for part in parts for r in part[0]]
     notes = list(dict.fromkeys(n for part in parts for n in part[2]))
     todo = sum(not r["in_memo"] for r in rows)
     compute_s = sum(part[1] for part in parts)
+    share = cpu_share() if todo else 1.0
+    busy = effective_cores(1.0, backend, cores)
+    gets = effective_cores(share, backend, cores)
     if todo:
         notes.append("compiled programs assumed in jax's cache (it holds programs)" if pricer.warm
                      else "every program compiled (jax's cache is off or empty)")
     if cal.code == "reference":
         notes.append("this machine is not measured yet: the 2-core development machine's figures stand in "
                      "(--dry-run measures it once, 25-55 s)")
-    elif cal.load > cores:
-        notes.append(f"this machine was busy when measured (load {cal.load:g} on {cores} cores): the estimate may be "
-                     "high; LAZYLAB_RECALIBRATE=1 measures again")
+    if gets < busy:
+        notes.append(f"other work leaves this command {gets:.2g} of this machine's {cores} cores now (it keeps "
+                     f"{busy:.2g} busy on quiet cores): the estimate assumes that work goes on")
+    if pricer.extension_runs:
+        notes.append(f"up to {pricer.extension_runs} more runs if the brackets extend their grids "
+                     f"(at most {MAX_EXTEND} half-decade steps per arm); the time counts their expected share")
     fresh_data = ws is not None and not (ws.memo.directory / "data" / ws.fingerprint).is_dir()
     data_copy = DATA_COPY_BYTES if todo and fresh_data else 0
     one = base_bytes + pricer.working_bytes
+    rows = [{**r, "seconds": round(r["seconds"] / gets, 3)} for r in rows]  # a run's share of the wall time
     return Estimate(command=command, backend=backend, cores=cores, runs_total=len(rows), in_memo=len(rows) - todo,
-                    to_compute=todo, seconds=round(wall_s(compute_s, backend, cores) + extra_s, 1),
+                    to_compute=todo, seconds=round(wall_s(compute_s, backend, cores, share) + extra_s * busy / gets, 1),
                     peak_bytes=one * cores if backend == "ray" and todo else one,
                     disk_bytes=todo * RECORD_BYTES + min(pricer.feature_disk, pricer.cache_limit) + data_copy,
                     runs=rows, notes=notes, calibration={"measured_here": cal.code != "reference", "path": str(calibration_path()),
                                                          "measured_at": cal.measured_at, "load": cal.load,
-                                                         "seconds": cal.seconds})
+                                                         "seconds": cal.seconds},
+                    runs_high=len(rows) + pricer.extension_runs, contention={"share": round(share, 3),
+                                                                             "cores": round(gets, 3)})
 
 
 def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = None,
@@ -549,7 +614,7 @@ def ntk_arm_estimate(ws, arm, width: int, probe: int, seed: int, lr: float | Non
                           method=method)
     row = _row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
     if not row["in_memo"]:
-        row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width)) +
+        row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width), arm) +
                                trained_group_s(pricer.cal, width, 1, epochs, train_size), 3)
     part = ([row], row["seconds"], ["ntk arm: crude (training priced; the two tangent kernels and the "
                                     "linearized run are not)"])

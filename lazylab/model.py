@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from lazylab import xla_cache
 from lazylab.arms import Arm, ContractError, UnitFailure, check_bank
 from lazylab.errors import LazylabError
 from lazylab.network import N_CLASSES, Model  # noqa: F401  (re-exported: lazylab.model.Model)
@@ -94,6 +95,7 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     """
     x_ref = np.asarray(x_train[:N_REF], np.float32)
     vet(arm, x_ref)  # a third-party unit passes the conformance suite first (once per source)
+    xla_cache.note_unit(arm.plugin)  # its programs will be in jax's cache: later estimates price them warm
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
     try:

@@ -31,9 +31,9 @@ def cli():
 
     \b
     Examples:
-      lazylab ladder --preset quick --dry-run   # what it would compute, and how long
-      lazylab ladder --preset quick             # the quick width ladder (--dry-run: its cost here)
-      lazylab render all                        # every picture and out/render/report.html
+      lazylab ladder --preset quick --dry-run   # its runs, and their cost here
+      lazylab ladder --preset quick             # the quick width ladder
+      lazylab render all                        # every picture, the report
     """
     output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
     # -q / -v before the subcommand (their callbacks ran already); after it, the command's own set it again.

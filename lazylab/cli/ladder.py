@@ -93,14 +93,15 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     resumes where it stopped. Each option not given takes the preset's value:
 
     \b
-    preset  arms                                   widths              seeds  epochs  runs
-    paper   yat, yat-data, relu, gaussian          16,32,...,8192      0,1,2  12      300
+    preset  arms                           widths          seeds  epochs  runs
+    paper   yat, yat-data, relu, gaussian  16,32,...,8192  0,1,2  12      300-348
             x frozen, trained (8 arms)
-    quick   yat-frozen, relu-frozen,               16,64,256,1024      0      3       57
+    quick   yat-frozen, relu-frozen,       16,64,256,1024  0      3       57-81
             gaussian-frozen, yat-trained
-    Both train on all 60000 training images. Runs: the brackets (every grid rate x seeds 0,1,2
-    at m=256) and the cells, before any grid extension (up to 2 rates x 3 seeds per arm).
-    Costs on 2 cores: README.md.
+    Both train on all 60000 training images. Runs: the brackets (every grid
+    rate x seeds 0,1,2 at m=256) and the cells; the more when brackets extend
+    their grids (up to 2 rates x 3 seeds per arm). --dry-run prices a ladder
+    on this machine.
 
     \b
     Examples:

@@ -39,14 +39,14 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
     XLA's CPU code differs between CPU models: stable runs reproduce bit for bit on
     another x86-64 CPU, unstable ones (large rates, loss spikes) need not. By default
     every arm's seed-0 runs at m = 256 at every rate of the reference's brackets are
-    trained again (28 runs of the paper ladder: about 5 minutes on 2 cores) and each is
-    identical (every number equal), within noise (best_acc within 2 x the reference's
+    trained again (37 runs of the shipped reference; --dry-run prices them here) and each
+    is identical (every number equal), within noise (best_acc within 2 x the reference's
     seed std at that rate) or diverged. Exit 1 when a run stable in the reference is
     diverged; docs/verify.md.
 
     \b
     Examples:
-      lazylab verify                                    # the whole sample, about 5 minutes on 2 cores
+      lazylab verify                                    # the whole sample
       lazylab verify --arms yat-frozen,relu-frozen      # two frozen arms: under a minute
       lazylab verify --dry-run                          # the runs and their estimated time
       lazylab verify --reference results.json --json verify.json
