@@ -1,24 +1,52 @@
 """The report page of ``lazylab render report``: one self-contained HTML file (inline CSS, no script, no external
 request; images by relative links into the same folder) built from the manifest.
 
-Sections in order: the paper ladder (``lazylab.render.ladder_sections``), your ladder, the Gram
-crystallization, the readout race, the prototype trajectories, the NTK lab with its sweep, scalar
-model and audit, and the versions and data behind the page.
+In order: the title and whose numbers these are (computed here, or the shipped reference results); the answer
+box (``lazylab.render.answer``: the answer in plain words, one line per readout, the provenance folded away);
+the paper ladder (``lazylab.render.ladder_sections``), your ladder, the Gram crystallization, the readout race,
+the prototype trajectories, the NTK lab with its sweep, scalar model and audit; "Words used here"; the versions
+and data behind the page.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from lazylab.render.answer import answer_box, answer_words, words_section
 from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _img, _provenance, _table
-from lazylab.render.ladder_sections import _ladder_section, _paper_section
+from lazylab.render.ladder_sections import _ladder_section, _paper_section, source_lines
 
 
 _NTK_JOBS = ("ntk_lab", "ntk_lab_figure", "ntk_sweep", "ntk_scalar", "ntk_audit")
 # The page's sections: anchor, navigation label, the jobs that fill it (none: always shown).
 _SECTIONS = (("paper", "paper ladder", ()), ("ladder", "your ladder", ()), ("gram", "Gram", ("gram",)),
              ("readout", "readout", ("readout",)), ("trajectory", "trajectories", ("trajectory", "trajectory_finals")),
-             ("ntk", "NTK", _NTK_JOBS), ("provenance", "versions", ()))
+             ("ntk", "NTK", _NTK_JOBS), ("words", "words", ()), ("provenance", "versions", ()))
+
+
+def _lead(J: dict) -> dict | None:
+    """The ladder entry the answer box reads: the paper ladder when there is one (memo or shipped reference),
+    else your ladder."""
+    pap = J.get("paper")
+    if pap and (pap.get("data") or {}).get("source") not in (None, "none"):
+        return pap
+    return J.get("ladder")
+
+
+def _header(lead: dict | None, J: dict, env: dict, data_info: dict, now: str) -> str:
+    """The line under the title: whose numbers the answer and the paper ladder are (shipped or computed here),
+    that the other sections were computed here, when and by what the page was written."""
+    source = ((lead or {}).get("data") or {}).get("source")
+    if source == "reference":
+        whose = ("The answer and the paper ladder are shipped reference results, computed on another machine "
+                 "(below the answer: where and when); every other section was computed here, from your memo.")
+    elif lead is not None:
+        whose = "Every number on this page was computed here, from your memo."
+    else:
+        whose = "Nothing here yet answers the question: no ladder."
+    return (f"<p class=note>Fashion-MNIST. {whose} Written {_e(now)} by lazylab {_e(env.get('lazylab'))}; data "
+            f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Each picture's exact configuration, "
+            "memo keys and versions are under it.</p>")
 
 
 def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
@@ -26,18 +54,21 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     J = manifest["jobs"]
     data_info = manifest.get("data", {})
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    parts = [f"<h1>lazylab: how many random neurons buy a trained one?</h1>"
-             f"<p class=note>Fashion-MNIST, measured. Written {_e(now)} by lazylab {_e(env.get('lazylab'))}; data "
-             f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Every picture below comes from the "
-             f"memo (or was computed for it); its exact configuration, memo keys and the versions that drew it are "
-             f"under each one.</p>",
+    lead = _lead(J)
+    d = (lead or {}).get("data") or {}
+    words = answer_words(d.get("analysis") or {}, d.get("plan") or {},
+                         {a["arm"]: a.get("init") for a in d.get("arms") or []}) if lead else None
+    source, provenance = source_lines(lead)
+    parts = [f"<h1>lazylab: how many random neurons buy a trained one?</h1>",
+             answer_box(words, source, provenance),
+             _header(lead, J, env, data_info, now),
              "<nav>" + "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label, jobs in _SECTIONS
                                if not jobs or any(j in J for j in jobs)) + "</nav>"]
 
     pplan = ((J.get("paper") or {}).get("data") or {}).get("plan") or {}
     shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
              if pplan.get("arms") else "")
-    parts.append(f'<section id="paper"><h2>The answer: the paper ladder{shape}</h2>'
+    parts.append(f'<section id="paper"><h2>The paper ladder{shape}</h2>'
                  + _paper_section(J.get("paper"), J.get("ladder")) + "</section>")
     lad, pap = J.get("ladder"), J.get("paper")
     if lad and pap and lad["data"].get("name") == "paper" and pap["data"].get("source") == "memo":
@@ -160,6 +191,7 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     if ntk:
         parts.append("</section>")
 
+    parts.append(words_section())
     vrows = [[_e(k), _e(v)] for k, v in env.items()]
     prow = [[_e(p["unit"]), _e(p["distribution"]), _e(p["version"]), _e(p["status"])] for p in plugin_rows]
     parts.append(
