@@ -326,7 +326,7 @@ def _measure(repeats: int = 3) -> dict:
             "convex_eval_a": max(eval_small / CONVEX_ROWS - convex_b * small, 0.0), "convex_eval_b": convex_b}
 
 
-CONVEX_ROWS = 20000  # images behind the convex evaluation's timing (_convex_evaluation_s)
+CONVEX_ROWS = 60000  # images behind the convex evaluation's timing (_convex_evaluation_s): a cell's
 
 
 def _convex_evaluation_s(rng, m: int, rows: int, repeats: int) -> float:

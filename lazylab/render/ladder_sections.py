@@ -132,9 +132,9 @@ def unstable_note(d: dict) -> list[str]:
 def source_lines(e: dict | None) -> tuple[str, str]:
     """Whose numbers a ladder entry shows: ``(one line of HTML, the details HTML)``. The shipped reference
     results say where and when they were computed, and that they were not computed here; a memo's ladder says
-    it was computed here."""
-    if not e or (e.get("data") or {}).get("source") in (None, "none"):
-        return "No paper ladder here", _e((e or {}).get("data", {}).get("note", "no paper ladder"))
+    it was computed here; ``e`` None or a paper ladder with no source: no ladder to answer."""
+    if not e or (e.get("data") or {}).get("source") == "none":
+        return "No ladder here yet", _e((e or {}).get("data", {}).get("note", "no ladder"))
     d = e["data"]
     prov = d.get("provenance") or {}
     if d["source"] == "reference":
@@ -152,10 +152,10 @@ def source_lines(e: dict | None) -> tuple[str, str]:
     return (f"<b>Computed here</b>: your ladder ({_e(d.get('name'))})", f"<p>{_e(d.get('note') or '')}</p>")
 
 
-def _paper_section(e: dict | None, yours: dict | None = None) -> str:
+def _paper_section(e: dict | None) -> str:
     """The paper ladder (from the memo or the shipped reference results; whose, the report's answer box says):
-    its answer table with the answer and accuracy figures, the published numbers, then its tables. Your ladder's
-    figure is shown in its own section (``yours`` only tells whether there is one)."""
+    its answer table with the answer and accuracy figures, the published numbers, then its tables. (Your
+    ladder's figures are in its own section, never here too.)"""
     if not e or e["data"].get("source") in (None, "none"):
         note = (e or {}).get("data", {}).get("note", "no paper ladder")
         return (f"<p class=note>No paper ladder to show: {_e(note)}. <code>lazylab ladder</code> computes it (hours on "

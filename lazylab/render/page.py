@@ -33,7 +33,7 @@ def _lead(J: dict) -> dict | None:
     return J.get("ladder")
 
 
-def _header(lead: dict | None, J: dict, env: dict, data_info: dict, now: str) -> str:
+def _header(lead: dict | None, env: dict, data_info: dict, now: str) -> str:
     """The line under the title: whose numbers the answer and the paper ladder are (shipped or computed here),
     that the other sections were computed here, when and by what the page was written."""
     source = ((lead or {}).get("data") or {}).get("source")
@@ -61,7 +61,7 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     source, provenance = source_lines(lead)
     parts = [f"<h1>lazylab: how many random neurons buy a trained one?</h1>",
              answer_box(words, source, provenance),
-             _header(lead, J, env, data_info, now),
+             _header(lead, env, data_info, now),
              "<nav>" + "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label, jobs in _SECTIONS
                                if not jobs or any(j in J for j in jobs)) + "</nav>"]
 
@@ -69,7 +69,7 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
              if pplan.get("arms") else "")
     parts.append(f'<section id="paper"><h2>The paper ladder{shape}</h2>'
-                 + _paper_section(J.get("paper"), J.get("ladder")) + "</section>")
+                 + _paper_section(J.get("paper")) + "</section>")
     lad, pap = J.get("ladder"), J.get("paper")
     if lad and pap and lad["data"].get("name") == "paper" and pap["data"].get("source") == "memo":
         body = "<p class=note>Your ladder is the paper ladder, shown above from your memo.</p>"
