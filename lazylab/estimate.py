@@ -23,8 +23,9 @@ measured on 2 cores. Peak memory is a base plus the widest run's working set;
 disk is the records, the new banks' feature entries (at most ``--cache-limit``
 in all: an upper bound, as the store keeps only those that load faster than they
 compute, ``lazylab.cache.worth_storing``) and the data copy.
-The ladder's figures are checked against measured ladders by ``bench/estimate.py``
-(docs/performance.md, "Estimates before a run"); the other commands' are crude.
+The ladder's figures (the quick preset, a convex ladder) and ``verify``'s are checked against
+their wall time by ``bench/estimate.py`` (docs/performance.md, "Estimates against wall time");
+the other commands' are crude.
 """
 
 from __future__ import annotations

@@ -66,8 +66,14 @@ def test_arm_names_of_an_arm_form():
 
 
 def test_an_unknown_arm_is_refused_before_any_unit_is_imported(memo_dir):
-    """In a fresh interpreter, as typed: one line, exit 2, and jax (a unit's import, seconds) never imported.
-    (Its time, 0.4-0.6 s on quiet cores, is not asserted here: a test beside busy cores cannot time it.)"""
+    """In a fresh interpreter, as typed, beside a memo holding results: one line, exit 2, and jax (a unit's
+    import, seconds) never imported. (Its time, 0.4-0.6 s on quiet cores, is not asserted here: a test beside
+    busy cores cannot time it.)"""
+    from lazylab.cache import Memo
+
+    memo = Memo(memo_dir)
+    memo.put_record("convex-" + "0" * 32, {"config": {"arm": "yat-frozen"}})  # a listing would load the units
+    memo.close()
     probe = ("import sys; from lazylab.cli import main\n"
              "try:\n    main(['ladder', '--arms', 'yat-frozn'])\n"
              "except SystemExit as e:\n    print(e.code, 'jax' in sys.modules, file=sys.stderr)")

@@ -269,7 +269,7 @@ def refuse_unknown_arms(names) -> None:
     (answered with its arms), and a name closest to an arm of another init (``yat-data-frozn``: whether a unit
     has that init is known only once it is loaded).
     Raises: LazylabError, one line: the name, the closest arm (``did_you_mean``), the arms every installed unit
-      has, and the memo's results of that name (``_held_in_memo``).
+      has, and, for a name of an arm's form, the memo's results of that name (``_held_in_memo``).
     """
     import difflib
     import os
@@ -290,7 +290,10 @@ def refuse_unknown_arms(names) -> None:
         why = f" (LAZYLAB_ARMS={restricted} restricts which units load)" if restricted else ""
         message = (f"unknown arm {name!r}{why}; available: {', '.join(plain) or 'none'}, and arms of other inits "
                    "(lazylab arms lists every arm)")
-        raise LazylabError(did_you_mean(message, name, plain) + _held_in_memo(name))
+        # Only a name of an arm's form (an uninstalled plugin's arm) can be in the memo: reading the memo's
+        # listing loads the installed units, which this check exists to spare a mistyped name.
+        held = _held_in_memo(name) if name.rpartition("-")[2] in ARM_MODES else ""
+        raise LazylabError(did_you_mean(message, name, plain) + held)
 
 
 def _refuse_unknown_arms_now(ctx, param, value):

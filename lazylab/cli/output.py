@@ -45,16 +45,36 @@ def _width(stream) -> int | None:
         return LOG_WIDTH
 
 
+# What the results' text spells outside ASCII, and its ASCII spelling in a log or a pipe.
+ASCII_SPELLING = {"±": "+/-", "†": "+", "−": "-", "—": "-", "→": "->", "²": "^2", "×": "x", "…": "..."}
+
+
+def ascii_text(text: str) -> str:
+    """``text`` with ``ASCII_SPELLING``'s characters spelt in ASCII (``±`` as ``+/-``)."""
+    for char, spelling in ASCII_SPELLING.items():
+        text = text.replace(char, spelling)
+    return text
+
+
 class ResultsConsole(Console):
-    """rich's Console, drawing tables with ASCII rules (``+--+``, ``|``) when its output is not a terminal (a
-    log or a pipe then holds one byte per column, as ``awk``, ``cut`` and ``grep`` count them), and folding a
-    cell too wide for its column onto the next line instead of cutting it with an ellipsis: a table narrower
-    than its numbers still shows every digit."""
+    """rich's Console, printing results for a terminal, or, when its output is not one, in ASCII: tables with
+    ASCII rules (``+--+``, ``|``) and text and cells spelt in ASCII (``ascii_text``), so that a log or a pipe holds
+    one byte per column, as ``awk``, ``cut`` and ``grep`` count them. A cell too wide for its column folds onto
+    the next line instead of being cut with an ellipsis: a table narrower than its numbers shows every digit."""
 
     def print(self, *objects, **kwargs):
+        plain = not self.is_terminal
         for table in (o for o in objects if isinstance(o, Table)):
             for column in table.columns:
                 column.overflow = "fold"
+                if plain:  # rich measures the cells as given: spell them before it lays the table out
+                    column._cells = [ascii_text(c) if isinstance(c, str) else c for c in column._cells]
+                    column.header = ascii_text(column.header) if isinstance(column.header, str) else column.header
+            if plain:
+                table.title = ascii_text(table.title) if isinstance(table.title, str) else table.title
+                table.caption = ascii_text(table.caption) if isinstance(table.caption, str) else table.caption
+        if plain:
+            objects = tuple(ascii_text(o) if isinstance(o, str) else o for o in objects)
         super().print(*objects, **kwargs)
 
     @property
