@@ -92,3 +92,26 @@ def test_the_arm_to_add_when_no_pair_shares_unit_and_init():
     line, = exchange_parts(None, ["yat-frozen", "relu-frozen"])
     assert line.endswith("add yat-trained or relu-trained to --arms (--arms yat-frozen,relu-frozen,yat-trained) "
                          "for an answer")
+
+
+def test_results_in_a_pipe_are_spelt_in_ascii_and_fit_in_bytes():
+    """A table in a pipe: ASCII rules, ``±`` as ``+/-`` before rich lays it out, so no line passes the width in bytes."""
+    import io
+
+    from rich.table import Table
+
+    from lazylab.cli.output import ResultsConsole
+
+    sink = io.StringIO()
+    console = ResultsConsole(file=sink, width=40, highlight=False)
+    table = Table(title="brackets: mean ± seed std")
+    table.add_column("arm")
+    table.add_column("rates")
+    table.add_row("yat-frozen", "0.03: 78.04 ± 0.56, 0.1: 81.47 ± 0.28, 0.3: 82.94 ± 0.26")
+    console.print(table)
+    console.print("R² † exact")
+    text = sink.getvalue()
+    assert text.isascii() and "+/-" in text and "R^2 + exact" in text
+    assert max(len(line.encode()) for line in text.splitlines()) <= 40
+    cell = "".join(line.split("|")[2] for line in text.splitlines()[3:-1] if line.startswith("|"))
+    assert cell.replace(" ", "") == "0.03:78.04+/-0.56,0.1:81.47+/-0.28,0.3:82.94+/-0.26"  # folded, every digit kept
