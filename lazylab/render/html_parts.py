@@ -21,7 +21,7 @@ h1{font-size:1.7rem;margin:.2rem 0 .4rem}h2{font-size:1.3rem;margin:2.4rem 0 .6r
 h3{font-size:1.05rem;margin:1.4rem 0 .4rem}
 nav a{margin-right:1rem}a{color:#0b5cad}
 figure{margin:1rem 0;background:#fff;border:1px solid #e2e2e2;padding:.6rem;border-radius:4px}
-figure img{max-width:100%;height:auto;display:block}
+figure img{max-width:min(100%,820px);height:auto;display:block}
 figcaption{font-size:.88rem;color:#444;margin-top:.4rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.86rem;background:#fff}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
@@ -41,6 +41,8 @@ p,li,figcaption,.source,summary{overflow-wrap:anywhere}
 .answerbox details.source{margin:.4rem 0 .6rem;background:#fff8e1}
 details.fold{margin:.8rem 0}details.fold>summary{font-weight:600;font-size:1rem;color:#1b1b1b}
 dl.words dt{font-weight:600;margin-top:.4rem}dl.words dd{margin:0 0 0 1.2rem}
+@media (min-width:900px){dl.words{columns:2;column-gap:2.5rem}dl.words dt{break-after:avoid}
+dl.words dd{break-before:avoid;break-inside:avoid}}
 .unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
 ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
 @media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}
@@ -81,6 +83,12 @@ def _table(header: list[str], rows: list[list], table_id: str | None = None, lef
 
 
 NARROW_MEDIA = "(max-width: 600px)"  # a figure's narrow drawing (legend below, larger type) replaces it up to this width
+
+
+def _folded(summary: str, body: str, ident: str) -> str:
+    """``body`` (HTML: a long table, a secondary figure) under a summary line (plain text, escaped here) that opens
+    it: closed until asked for, so the page stays short."""
+    return f'<details class="fold" id="{_e(ident)}"><summary>{_e(summary)}</summary>{body}</details>'
 
 
 def _img(entry: dict | None, fname: str, alt: str, caption: str, narrow: str | None = None) -> str:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from lazylab.analysis import movement_law_or_why
 from lazylab.render.figures import over_seeds
-from lazylab.render.html_parts import _e, _f, _img, _provenance, _table
+from lazylab.render.html_parts import _e, _f, _folded, _img, _provenance, _table
 
 
 def _accuracy_caption(plan: dict) -> str:
-    """The accuracy figure's caption, saying what its points and bars are for the plan's seeds."""
+    """The accuracy figure's caption, saying what its points and bars are for the plan's seeds, and its lines in
+    the figures' one line-style language (``lazylab.render.style.LINE_STYLES``)."""
     seeds = plan.get("seeds") or []
     bars = " with their std as error bars" if len(seeds) > 1 else ""
-    return (f"Test accuracy (best epoch, %) vs width m (log x), {over_seeds(seeds)}{bars}; trained arms dashed; "
-            "reference rungs dotted (outside values, not run here).")
+    return (f"Test accuracy (best epoch, %) vs width m (log x), {over_seeds(seeds)}{bars}; frozen banks solid "
+            "(the protocol's AdamW readout), trained networks dashed; reference rungs grey dash-dot (outside values, "
+            "not run here); ⚠ marks: unstable protocol runs.")
 
 
 def _unstable_mark(cell: dict) -> str:
@@ -46,11 +48,6 @@ def _unstable_table(d: dict, pid: str) -> str:
                    "with their lr. The convex optimum's readouts are not protocol runs: these marks are not theirs.</p>"
                    + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}),
                    f"{pid}unstable")
-
-
-def _folded(summary: str, body: str, ident: str) -> str:
-    """A long table under an ``<h3>``-like summary line that opens it: closed until asked for."""
-    return f'<details class="fold" id="{_e(ident)}"><summary>{_e(summary)}</summary>{body}</details>'
 
 
 def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool = True) -> list[str]:
@@ -182,12 +179,13 @@ def _published_block(d: dict) -> str:
              f'{_e(r["verdict"])}</span>', _e(r["why"] or "-")] for r in compare(d)]
     if not rows:
         return ""
-    return ("<h3>Against the published numbers</h3>"
-            f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within 0.05 in "
-            "mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column says what this "
-            "project measured about it (docs/results.md).</p>"
-            + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
-                     "published-table", left={0, 5}))
+    agree = sum(r[4].count(">agrees<") for r in rows)
+    return _folded(f"Against the published numbers ({agree} of {len(rows)} points agree)",
+                   f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within "
+                   "0.05 in mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column "
+                   "says what this project measured about it (docs/results.md).</p>"
+                   + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
+                            "published-table", left={0, 5}), "published")
 
 
 def _rate_words(plan: dict) -> str:
@@ -209,9 +207,11 @@ def _bracket_block(d: dict, pid: str) -> list[str]:
     if not rows:
         return []
     notes = [f"{_e(r[0])}: {_e(r[-1])}" for r in rows if r[-1]]
-    return ["<h3>Rate brackets</h3>", _table(list(BRACKET_HEADER[:-1]), [[_e(c) for c in r[:-1]] for r in rows],
-                                             f"{pid}bracket-table", left={0, 1, 2}),
-            *([f'<p class=note id="{pid}bracket-notes">' + "<br>".join(notes) + "</p>"] if notes else [])]
+    return [_folded(f"Rate brackets ({len(rows)} arms)",
+                    _table(list(BRACKET_HEADER[:-1]), [[_e(c) for c in r[:-1]] for r in rows], f"{pid}bracket-table",
+                           left={0, 1, 2})
+                    + (f'<p class=note id="{pid}bracket-notes">' + "<br>".join(notes) + "</p>" if notes else ""),
+                    f"{pid}brackets")]
 
 
 def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
@@ -254,19 +254,22 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     out += _bracket_block(d, pid)
     if not lead:
         out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _accuracy_caption(plan)))
-    out += [_unstable_table(d, pid),
-            _img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
-                 "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]
+    out.append(_unstable_table(d, pid))
+    movement = [_img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / "
+                     "||W0||_F vs width (log-log) with each trained arm's fitted law (dashed, a trained network's line) "
+                     "and a square-root reference (grey dash-dot).")]
     mv, ml = d["analysis"].get("movement") or {}, d["analysis"].get("movement_law") or {}
     if mv:
         mw = sorted({int(w) for per in mv.values() for w in per})
         laws = {arm: movement_law_or_why(ml.get(arm)) for arm in mv}
         rows = [[_e(arm), *[_f(per.get(str(w), {}).get("mean"), ".4g") for w in mw],
                  _f(laws[arm].get("slope"), ".3f"), _f(laws[arm].get("r2"), ".4f")] for arm, per in mv.items()]
-        out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table")]
+        movement.append(_table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table"))
         skipped = [f"{_e(arm)}: {_e(law['skipped'])}" for arm, law in laws.items() if "skipped" in law]
         if skipped:  # the reason below the table, not in a column
-            out.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
+            movement.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
+    if mv or f"{stem}_movement.png" in e.get("files", {}):
+        out.append(_folded("Movement law: how far trained prototypes travel", "".join(movement), f"{pid}movement"))
     gap = d["analysis"].get("gap") or {}
     if gap:
         gw = sorted({int(w) for g in gap.values() for w in g["per_width"]})
@@ -326,11 +329,13 @@ def _wall_section(e: dict, pid: str = "", stem: str = "ladder") -> list[str]:
                  f"{r['mean_abs_corr']['mean']:.3f} ± {r['mean_abs_corr']['std']:.3f}",
                  f"{r['participation_ratio']['mean']:.1f} ± {r['participation_ratio']['std']:.1f}"] for r in grid]
         g = grid[0]
-        out += [f"<h3>Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {_e(','.join(map(str, g['seeds'])))})</h3>",
-                "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
-                "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
-                "that seed no unit the data bank is the more redundant one (docs/results.md).</p>",
-                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, f"{pid}redundancy-grid", left={0, 1, 2})]
+        out.append(_folded(f"Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {','.join(map(str, g['seeds']))})",
+                           "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the "
+                           "published 0.01 / about 230 for the data-seeded bank appears only when the sample holds every "
+                           "seed image. On images that seed no unit the data bank is the more redundant one "
+                           "(docs/results.md).</p>"
+                           + _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows,
+                                    f"{pid}redundancy-grid", left={0, 1, 2}), f"{pid}redundancy"))
     else:
         out.append("<p class=note>Redundancy for each fan-in and image sample: not in the memo; <code>lazylab "
                    "redundancy</code> adds it (docs/results.md, \"Redundancy, reconciled\").</p>")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from lazylab.render.answer import answer_box, answer_words, words_section
-from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _img, _provenance, _table
+from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _folded, _img, _provenance, _table
 from lazylab.render.ladder_sections import _ladder_section, _paper_section, source_lines
 
 
@@ -157,7 +157,8 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             f"{s['disagreement']:.4f}.</p>"
             + _img(lab, "ntk_lab.gif", "network vs linearization through training",
                    "Function space, losses and kernel drift through training (log-spaced steps).")
-            + _img(labf, "ntk_lab.png", "1-D lab at the last step", "The lab at the last step.")
+            + _folded("The lab at the last step (figure)", _img(labf, "ntk_lab.png", "1-D lab at the last step",
+                                                                  "The lab at the last step."), "ntk-lab-last")
             + _table(["model", "train MSE", "test MSE", "relative movement"], rows, "lab-table")
             + _provenance(lab or labf))
     sw = J.get("ntk_sweep")
@@ -171,7 +172,9 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             + _img(sw, "ntk_sweep.png", "drift and disagreement vs width",
                    f"NTK drift (slope {sl['drift']['slope']:.2f}) and network-vs-linearization disagreement (slope "
                    f"{sl['disagreement']['slope']:.2f}) shrink with width; mean ± std over seeds.")
-            + _table(["m", "NTK drift", "disagreement (RMS)", "movement"], rows, "sweep-table") + _provenance(sw))
+            + _folded(f"The sweep's table ({len(rows)} widths)",
+                      _table(["m", "NTK drift", "disagreement (RMS)", "movement"], rows, "sweep-table"), "ntk-sweep")
+            + _provenance(sw))
     sc = J.get("ntk_scalar")
     if sc:
         d = sc["data"]
@@ -179,15 +182,17 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             "<h3>Scalar factorized model (exact)</h3>"
             + _img(sc, "ntk_scalar.png", "scalar model", "f = a b x: closed forms (lines) against RK4 integration (markers), "
                    "the two negative controls and the two-mode residual decay.")
-            + _checks_table(d["checks"], "scalar-checks")
+            + _folded(f"Its {len(d['checks'])} checks ({sum(1 for c in d['checks'] if c['passed'] == c['expect'])} as "
+                      "required)", _checks_table(d["checks"], "scalar-checks"), "ntk-scalar-checks")
             + f"<p>Two-mode decay at t = {d['t_end']:g}: {d['mode1_end']:.3e} and {d['mode2_end']:.4f}. Table: "
               f'<a href="ntk_scalar.csv">ntk_scalar.csv</a>.</p>' + _provenance(sc))
     au = J.get("ntk_audit")
     if au:
         checks = au["data"]["checks"]
         ok = sum(1 for c in checks if c["ok"])
-        parts.append(f"<h3>Audit of the 1-D lab</h3><p>{ok}/{len(checks)} checks behave as required.</p>"
-                     + _checks_table(checks, "audit-table") + _provenance(au))
+        parts.append(f"<h3>Audit of the 1-D lab</h3>"
+                     + _folded(f"{ok}/{len(checks)} checks behave as required", _checks_table(checks, "audit-table"),
+                               "ntk-audit") + _provenance(au))
     if ntk:
         parts.append("</section>")
 
@@ -199,8 +204,9 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
         "<p>This page was written with the versions below. Each artifact above lists the versions that drew it; the "
         "memo keys its results by configuration (arm, plugin distribution and version, width, seed, rate, epochs, "
         "batch, data fingerprint, cache schema), not by library version.</p>"
-        + _table(["package", "version"], vrows, "versions-table", left=2)
-        + "<h3>Units (plugins)</h3>" + _table(["unit", "distribution", "version", "status"], prow, "plugins-table", left=4)
+        + _folded(f"Packages ({len(vrows)})", _table(["package", "version"], vrows, "versions-table", left=2), "versions")
+        + _folded(f"Units (plugins: {len(prow)})", _table(["unit", "distribution", "version", "status"], prow,
+                                                          "plugins-table", left=4), "units")
         + f"<p>Data: <code>{_e(data_info.get('directory', '-'))}</code>, fingerprint "
           f"<code>{_e(data_info.get('fingerprint', '-'))}</code> (SHA-256 over the four IDX files; "
           f"<code>lazylab data info</code>).</p></section>")
