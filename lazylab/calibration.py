@@ -88,13 +88,14 @@ REFERENCE = Calibration(step_a=2.324e-4, step_b=6.176e-6, head_a=3.667e-5, head_
                         "development machine, not this one)", seconds=21.4, convex_eval_a=2.7e-7,
                         convex_eval_b=1.2e-9)
 
-SHARE_PROBE_S = 0.3  # seconds of the CPU-share probe (cpu_share)
+SHARE_PROBE_S, SHARE_PROBES = 0.25, 3  # the CPU-share probe (cpu_share): seconds of each sample, samples
 MIN_SHARE = 0.05  # a share below this is taken as this: a probe starved for a moment is not a 20-fold slowdown
 
 
-def cpu_share(seconds: float = SHARE_PROBE_S) -> float:
+def cpu_share(seconds: float = SHARE_PROBE_S, samples: int = SHARE_PROBES) -> float:
     """The share of this machine's cores a process gets now, 0-1: ``os.cpu_count()`` threads hash for
-    ``seconds``, and the share is the process's CPU time over ``seconds x cores``.
+    ``seconds``, and the share is the process's CPU time over ``seconds x cores``; the median of ``samples``
+    such probes, so that a burst of other work over one of them does not set the figure.
 
     It reads what the load average cannot: work at a lower priority (``nice``) takes little from a
     command at normal priority, work at the same priority takes its share. ``LAZYLAB_CPU_SHARE`` (a number in
@@ -116,20 +117,24 @@ def cpu_share(seconds: float = SHARE_PROBE_S) -> float:
         return max(value, MIN_SHARE)
     block = bytes(1 << 16)  # hashlib releases the GIL for inputs over 2 KiB: the threads run in parallel
     cores = os.cpu_count() or 1
-    stop = time.perf_counter() + seconds
 
-    def spin():
-        while time.perf_counter() < stop:
-            hashlib.sha256(block).digest()
+    def probe() -> float:
+        stop = time.perf_counter() + seconds
 
-    threads = [threading.Thread(target=spin, daemon=True) for _ in range(cores)]
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-    return max(MIN_SHARE, min(1.0, cpu / (wall * cores)))
+        def spin():
+            while time.perf_counter() < stop:
+                hashlib.sha256(block).digest()
+
+        threads = [threading.Thread(target=spin, daemon=True) for _ in range(cores)]
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return (time.process_time() - cpu0) / ((time.perf_counter() - t0) * cores)
+
+    shares = sorted(probe() for _ in range(samples))
+    return max(MIN_SHARE, min(1.0, shares[len(shares) // 2]))
 
 
 def calibration_path() -> Path:

@@ -359,14 +359,19 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
+# An evaluation inside a real solve costs this many times the calibration's (real banks' features, the held-out
+# scoring of a lambda choice, a solve's start): measured by bench/estimate.py, 1.2-1.35 on its convex ladder.
+CONVEX_SOLVE_OVERHEAD = 1.25
+
+
 def convex_solve_s(cal: Calibration, width: int, rows: int, evaluations: float) -> float:
-    """Seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
+    """CPU seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
     preconditioner (covariance of ``min(rows, max(16384, 2 m))`` rows, Cholesky and its inverse), then
     ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix, each
-    ``rows (convex_eval_a + convex_eval_b m)`` seconds (``cal``, measured on this machine)."""
+    ``CONVEX_SOLVE_OVERHEAD x rows (convex_eval_a + convex_eval_b m)`` (``cal``, measured on this machine)."""
     cov_rows = min(rows, max(16384, 2 * width))
     return (CONVEX_SETUP_S + CONVEX_COV_S * cov_rows * width ** 2 + CONVEX_FACTOR_S * width ** 3
-            + evaluations * rows * (cal.convex_eval_a + cal.convex_eval_b * width))
+            + evaluations * rows * CONVEX_SOLVE_OVERHEAD * (cal.convex_eval_a + cal.convex_eval_b * width))
 
 
 def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
