@@ -61,7 +61,7 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
     from lazylab.calibration import REFERENCE, calibration_path
 
     if measure and calibration(measure_now=False) is REFERENCE:  # never measured here: say why this takes a while
-        err.print(f"measuring this machine once for estimates (about 30 s; kept in {calibration_path()})",
+        err.print(f"measuring this machine once for estimates (about a minute; kept in {calibration_path()})",
                   soft_wrap=not wrap_lines())
     cal = calibration(measure_now=measure)
     limit = ws.memo.feature_limit if ws is not None else None

@@ -108,7 +108,7 @@ def _calibration(measure: bool):
     from lazylab.cli.output import err
 
     if measure and calibration(measure_now=False) is REFERENCE:
-        err.print(f"measuring this machine once for estimates (about 30 s; kept in {calibration_path()})",
+        err.print(f"measuring this machine once for estimates (about a minute; kept in {calibration_path()})",
                   soft_wrap=not wrap_lines())
     return calibration(measure_now=measure)
 
