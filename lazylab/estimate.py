@@ -22,7 +22,8 @@ Ray (``--backend ray``, one worker per core) multiplies the cores by a gain
 measured on 2 cores. Peak memory is a base plus the widest run's working set;
 disk is the records, the new banks' feature entries (at most ``--cache-limit``
 in all: an upper bound, as the store keeps only those that load faster than they
-compute, ``lazylab.cache.worth_storing``) and the data copy.
+compute, ``lazylab.cache.worth_storing``) and the data copy. The convex readout's jobs are
+priced by ``lazylab.estimate_convex``.
 The ladder's figures (the quick preset, a convex ladder) and ``verify``'s are checked against
 their wall time by ``bench/estimate.py`` (docs/performance.md, "Estimates against wall time");
 the other commands' are crude.
@@ -72,26 +73,6 @@ NTK_RUN_S = 0.75
 # checks): measured by bench/estimate.py --cold, docs/performance.md (2026-12-03).
 EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
-# A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
-# factorisation (per m^3), and per evaluation the calibration's figures (per image: the softmax on 10 logits;
-# per image x unit: the two products; lazylab.calibration). Evaluations per solve:
-# about 60 (m/16)^0.45 times a unit's factor (the frontier's median cell at m <= 4096: docs/performance.md);
-# the data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
-CONVEX_SETUP_S = 0.5
-CONVEX_COV_S = 1.0e-11
-CONVEX_FACTOR_S = 2.0e-11
-# A width's lambda choice: CHOICE_SOLVES cell-sized solves on 50,000 images (its walk fits 2-6 lambdas, warm-started:
-# 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
-CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
-CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
-
-
-def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
-    """Evaluations one convex solve of a bank of ``unit`` is priced at (see ``CONVEX_UNIT_EVALUATIONS``)."""
-    if data_seeded:
-        return CONVEX_DATA_EVALUATIONS
-    return min(60.0 * (width / 16) ** 0.45 * CONVEX_UNIT_EVALUATIONS.get(unit, 1.0), CONVEX_DATA_EVALUATIONS)
-
 
 # ------------------------------------------------------------------ the cost model
 def trained_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
@@ -271,7 +252,8 @@ def wall_s(compute_s: float, backend: str, cores: int, share: float = 1.0) -> fl
     return COMMAND_S + start + compute_s / effective_cores(share, backend, cores)
 
 
-def _row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
+def run_row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
+    """One row of ``Estimate.runs`` (``seconds`` 0 until priced)."""
     return {"phase": phase, "arm": arm, "width": width, "seed": seed, "lr": lr, "key": key, "in_memo": in_memo,
             "seconds": 0.0}
 
@@ -280,7 +262,7 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
     """Rows of runs of ``arm`` and the seconds of those not in the memo, grouped as the experiment groups them."""
     from lazylab.experiments import batch_groups
 
-    rows = [_row(phase, arm.name, c.width, c.seed, c.lr if resolved else None, c.key() if resolved else None, s)
+    rows = [run_row(phase, arm.name, c.width, c.seed, c.lr if resolved else None, c.key() if resolved else None, s)
             for c, s in zip(cfgs, stored)]
     row_of = {id(c): r for c, r in zip(cfgs, rows)}
     total = 0.0
@@ -359,61 +341,6 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
-# An evaluation inside a real solve costs this many times the calibration's (real banks' features, the held-out
-# scoring of a lambda choice, a solve's start): measured by bench/estimate.py, 1.2-1.35 on its convex ladder.
-CONVEX_SOLVE_OVERHEAD = 1.25
-
-
-def convex_solve_s(cal: Calibration, width: int, rows: int, evaluations: float) -> float:
-    """CPU seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
-    preconditioner (covariance of ``min(rows, max(16384, 2 m))`` rows, Cholesky and its inverse), then
-    ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix, each
-    ``CONVEX_SOLVE_OVERHEAD x rows (convex_eval_a + convex_eval_b m)`` (``cal``, measured on this machine)."""
-    cov_rows = min(rows, max(16384, 2 * width))
-    return (CONVEX_SETUP_S + CONVEX_COV_S * cov_rows * width ** 2 + CONVEX_FACTOR_S * width ** 3
-            + evaluations * rows * CONVEX_SOLVE_OVERHEAD * (cal.convex_eval_a + cal.convex_eval_b * width))
-
-
-def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
-    """``run_convex_ladder``'s jobs: per frozen arm and width the choice of lambda (seed 0's features, ``CHOICE_SOLVES``
-    solves), then every seed (its features, one solve on every image), at ``convex_evaluations`` evaluations a solve."""
-    from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config
-
-    rows, seconds, pending = [], 0.0, []
-    for arm in (a for a in plan.arms if not a.trained):
-        data_seeded = arm.unit.name == "yat" and arm.init == "data"  # its units spike at their seed images
-        for width in plan.widths:
-            lcfg = lambda_config(ws, arm, width, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
-            choice = ws.memo.get_record(lcfg.key())
-            lam = choice.get("lambda") if isinstance(choice, dict) else None
-            row = _row("convex-lambda", arm.name, width, lcfg.seed, None, lcfg.key(), lam is not None)
-            if lam is None:
-                pending.append(f"{arm.name} m={width}")
-                evaluations = convex_evaluations(width, arm.unit.name, data_seeded)
-                s = pricer.bank_s((arm.name, width, lcfg.seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                s += pricer.cold_bank_s(arm, width)  # the bank's feature programs, once per width
-                s += min(CHOICE_SOLVES, len(lcfg.lambdas)) * convex_solve_s(pricer.cal, width,
-                                                                            plan.train_size - lcfg.holdout, evaluations)
-                row["seconds"] = round(s, 3)
-                seconds += s
-            rows.append(row)
-            for seed in plan.seeds:
-                cfg = convex_config(ws, arm, width, seed, lam or 0.0, plan.train_size, plan.fan_in)
-                stored = lam is not None and cfg.key() in ws.memo
-                row = _row("convex", arm.name, width, seed, None, cfg.key() if lam is not None else None, stored)
-                if not stored:
-                    s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                    s += pricer.cold_bank_s(arm, width)
-                    s += convex_solve_s(pricer.cal, width, plan.train_size,
-                                        convex_evaluations(width, arm.unit.name, data_seeded))
-                    row["seconds"] = round(s, 3)
-                    seconds += s
-                rows.append(row)
-    notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
-             f"{pending[0]}), so their readouts count as to compute"] if pending else []
-    return rows, seconds, notes
-
-
 def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:
     """``run_trajectory``'s runs: each arm's bracket (12 epochs) unless ``plan.lr`` or ``rates``, then its trajectory."""
     from lazylab.experiments.trajectory import TrajectoryConfig, _memo_trajectory
@@ -437,7 +364,7 @@ def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[
 
 def _gram(ws, arm, cfg, pricer: Pricer) -> tuple[list, float, list]:
     """One Gram result: features of the images shown under the grown and the reference banks, one compilation."""
-    row = _row("gram", arm.name, cfg.max_units, cfg.seed, None, cfg.key(),
+    row = run_row("gram", arm.name, cfg.max_units, cfg.seed, None, cfg.key(),
                cfg.key() in ws.memo and cfg.key() + "-summary" in ws.memo)
     if not row["in_memo"]:
         units = cfg.ref_units + cfg.max_units * cfg.repeats
@@ -450,7 +377,7 @@ def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list
     """Per width: the bank's features unless stored, then ``steps`` full-batch steps priced as ``n/256`` head steps."""
     cal, rows = pricer.cal, []
     for cfg in configs:
-        row = _row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
+        row = run_row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
         if not row["in_memo"]:
             s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size), arm)
             s += cfg.steps * (cfg.train_size / BATCH) * (cal.head_a + cal.head_b * cfg.width)
@@ -464,7 +391,7 @@ def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list
 def _ntk(cfg, pairs: list, key: str | None = None, in_memo: bool = False) -> tuple[list, float, list]:
     """1-D NTK lab runs ``(width, seed)`` at ``NTK_RUN_S`` per 2,000 steps (not calibrated)."""
     per_run = 0.0 if in_memo else NTK_RUN_S * cfg.steps / 2000
-    rows = [{**_row("ntk", "1-D tanh net", w, s, cfg.lr, key, in_memo), "seconds": round(per_run, 3)} for w, s in pairs]
+    rows = [{**run_row("ntk", "1-D tanh net", w, s, cfg.lr, key, in_memo), "seconds": round(per_run, 3)} for w, s in pairs]
     return rows, per_run * len(rows), ["ntk: crude (a fixed time per 1-D run, measured on the 2-core machine)"]
 
 
@@ -542,10 +469,12 @@ def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = 
       ``"convex"`` (the frozen arms' convex readouts instead) or ``"both"``; lambdas: ``--lambdas``.
     Raises: LazylabError from ``calibration()``.
     """
+    from lazylab.estimate_convex import convex_jobs
+
     pricer = Pricer(cal or calibration(), cache_limit, warm)
     parts = [] if readout == "convex" else [_ladder(ws, plan, pricer)]
     if readout != "adamw":
-        parts.append(_convex(ws, plan, lambdas, pricer))
+        parts.append(convex_jobs(ws, plan, lambdas, pricer, run_row))
     return _estimate("ladder", ws, parts, 0.0, pricer, backend)
 
 
@@ -602,7 +531,7 @@ def redundancy_estimate(ws, arms, width: int, n: int, seeds, fan_ins, samples, t
                     if key in seen:
                         continue
                     seen.add(key)
-                    row = _row("redundancy", arm.name, width, seed, None, key, key in ws.memo)
+                    row = run_row("redundancy", arm.name, width, seed, None, key, key in ws.memo)
                     if not row["in_memo"]:
                         row["seconds"] = round(features_s(pricer.cal, width, n), 3)
                     rows.append(row)
@@ -618,7 +547,7 @@ def ntk_arm_estimate(ws, arm, width: int, probe: int, seed: int, lr: float | Non
     pricer = Pricer(cal or calibration())
     key, _, cfg = arm_key(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,
                           method=method)
-    row = _row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
+    row = run_row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
     if not row["in_memo"]:
         row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width), arm) +
                                trained_group_s(pricer.cal, width, 1, epochs, train_size), 3)

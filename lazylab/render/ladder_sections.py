@@ -134,7 +134,7 @@ def source_lines(e: dict | None) -> tuple[str, str]:
         return "No ladder here yet", _e((e or {}).get("data", {}).get("note", "no ladder"))
     d = e["data"]
     prov = d.get("provenance") or {}
-    if d["source"] == "reference":
+    if d.get("source") == "reference":
         line = (f"<b>Shipped reference results</b>, not computed on this machine: {_e(prov.get('runs'))} runs, "
                 f"{_e(prov.get('when'))}")
         detail = (f"<p>Computed {_e(prov.get('when'))} (UTC) on {_e(prov.get('where'))} by lazylab "
@@ -143,7 +143,7 @@ def source_lines(e: dict | None) -> tuple[str, str]:
                   "is in your memo, the report shows yours instead (<code>lazylab verify</code> checks that this "
                   "machine computes the same runs).</p>")
         return line, detail
-    if d["source"] == "memo":
+    if d.get("source") == "memo":
         return ("<b>Computed here</b>: the paper preset from your memo",
                 f"<p>The paper preset (<code>lazylab ladder</code>); {_e(d.get('note'))}.</p>")
     return (f"<b>Computed here</b>: your ladder ({_e(d.get('name'))})", f"<p>{_e(d.get('note') or '')}</p>")
