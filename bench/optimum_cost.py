@@ -6,7 +6,7 @@ For each trained arm of the paper preset whose optimum the memo ``--cache-dir`` 
 selection runs at widths 16-256, seeds 0, 1, 2, then the refits): the seconds its records hold (each group's
 wall time shared among its runs, as computed, load included), against the estimate ``lazylab ladder --preset
 paper --readout both --dry-run`` gives the same runs from an empty memo on this machine's calibration
-(``lazylab.estimate._optimum``). Prints per arm: runs, record seconds, priced seconds, and their ratio (record
+(``lazylab.estimate_optimum.optimum_jobs``). Prints per arm: runs, record seconds, priced seconds, and their ratio (record
 over priced: above 1 the estimate was low). docs/performance.md holds the table.
 """
 
@@ -21,6 +21,7 @@ def main(argv=None) -> int:
     from lazylab import estimate as E
     from lazylab.calibration import calibration
     from lazylab.experiments import Workspace
+    from lazylab.estimate_optimum import optimum_jobs
     from lazylab.experiments.optimum import optimum_budget, run_optimum
     from lazylab.experiments.render import _plan
 
@@ -45,7 +46,8 @@ def main(argv=None) -> int:
             print(f"{arm.name:>18}  incomplete in the memo ({len(records)} records)")
             continue
         spent = sum(r["seconds"] for r in records)
-        rows, priced, _ = E._optimum(empty, dataclasses.replace(plan, arms=(arm,)), E.Pricer(cal, warm=False))
+        rows, priced, _ = optimum_jobs(empty, dataclasses.replace(plan, arms=(arm,)), E.Pricer(cal, warm=False),
+                                       E.run_row)
         print(f"{arm.name:>18} {len(records):>5} {spent:>10.0f} {priced:>9.0f} {spent / priced:>6.2f}", flush=True)
     return 0
 

@@ -286,6 +286,21 @@ def pair_arms(arms: Iterable) -> list[tuple[str, str]]:
     return [(a.name, trained[ident(a)]) for a in arms if not a.trained and ident(a) in trained]
 
 
+def partners_to_add(arm_names: Iterable[str]) -> list[str]:
+    """The arms whose addition would give a ladder of ``arm_names`` an exchange rate, when no pair shares unit
+    and init: each frozen arm's trained partner (``yat-frozen`` -> ``yat-trained``), else each trained arm's frozen
+    one; ``[]`` when the names already hold a pair or none ends in ``-frozen`` / ``-trained``.
+
+    Arm names are ``<unit>[-<init>]-frozen|trained`` (``lazylab.arms.Registry.arms``), so a partner's name is the
+    other suffix on the same stem.
+    """
+    names = list(arm_names)
+    stems = {mode: [n[: -len(mode) - 1] for n in names if n.endswith("-" + mode)] for mode in ("frozen", "trained")}
+    if set(stems["frozen"]) & set(stems["trained"]):
+        return []
+    return [f"{s}-trained" for s in stems["frozen"]] or [f"{s}-frozen" for s in stems["trained"]]
+
+
 def gap(frozen: dict, trained: dict) -> dict:
     """Trained-minus-frozen accuracy per width (SPEC section 6, gap).
 

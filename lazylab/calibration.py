@@ -36,10 +36,14 @@ D, CLASSES, BATCH = 784, 10, 256
 class Calibration:
     """This machine's measured cost constants (seconds), see the module docstring.
 
+    Every cost is in CPU seconds (the process's CPU time over all its threads), which other work on the
+    machine changes little, where it changes wall time several-fold; ``lazylab.estimate`` turns them into
+    wall time with the cores the command gets (``estimate.effective_cores``).
+
     Attributes:
-      step_a, step_b: a trained step costs ``step_a + S * step_b * m`` (s; ``step_b`` per unit).
-      head_a, head_b: a head step on stored features costs ``head_a + S * head_b * m`` (s).
-      feature_s: seconds per feature output (one image x one unit) of a frozen bank.
+      step_a, step_b: a trained step costs ``step_a + S * step_b * m`` (CPU s; ``step_b`` per unit).
+      head_a, head_b: a head step on stored features costs ``head_a + S * head_b * m`` (CPU s).
+      feature_s: CPU seconds per feature output (one image x one unit) of a frozen bank.
       compile_s, frozen_compile_s: first call minus a later one of a new trained / frozen
         program shape, nothing cached.
       warm_compile_s, warm_frozen_compile_s: the same when jax's persistent compilation
@@ -47,6 +51,8 @@ class Calibration:
       cores: ``os.cpu_count()`` when measured; load: the 1-minute load average then (other
         work on the machine slows every measurement); code: the code identity; version:
         CALIBRATION_VERSION; measured_at: UTC time; seconds: how long the calibration took.
+      convex_eval_a, convex_eval_b: one evaluation of a convex solve (``experiments.convex_solve.solve``)
+        costs ``rows * (convex_eval_a + convex_eval_b * m)`` CPU seconds on ``rows x m`` features.
     """
 
     step_a: float
@@ -64,6 +70,8 @@ class Calibration:
     version: int = CALIBRATION_VERSION
     measured_at: str = ""
     seconds: float = 0.0
+    convex_eval_a: float = 2.7e-7
+    convex_eval_b: float = 1.2e-9
 
     def valid_here(self) -> bool:
         """Whether it was measured by this code identity, calibration version and CPU count."""
@@ -72,11 +80,62 @@ class Calibration:
 
 # What a command estimates with when this machine is not measured yet and it must not spend the
 # time measuring (a computing command deciding whether to announce a long job): the calibration
-# of the 2-core development machine, nothing else running (2026-12-03, load 0.49; docs/performance.md).
+# of the 2-core development machine, nothing else running (load 0.49; docs/performance.md), measured
+# in wall seconds there (the calibration's first version), which CPU seconds exceed by up to the cores
+# in use; its convex evaluation from the quick preset's convex cells there (17-87 ms at m = 16-1024).
 REFERENCE = Calibration(step_a=2.324e-4, step_b=6.176e-6, head_a=3.667e-5, head_b=6.668e-7, feature_s=1.080e-8,
                         compile_s=1.567, warm_compile_s=0.422, frozen_compile_s=0.622, warm_frozen_compile_s=0.258,
                         cores=2, load=0.49, code="reference", measured_at="2026-12-03T02:19:37Z (the 2-core "
-                        "development machine, not this one)", seconds=21.4)
+                        "development machine, not this one)", seconds=21.4, convex_eval_a=2.7e-7,
+                        convex_eval_b=1.2e-9)
+
+SHARE_PROBE_S, SHARE_PROBES = 0.25, 3  # the CPU-share probe (cpu_share): seconds of each sample, samples
+MIN_SHARE = 0.05  # a share below this is taken as this: a probe starved for a moment is not a 20-fold slowdown
+
+
+def cpu_share(seconds: float = SHARE_PROBE_S, samples: int = SHARE_PROBES) -> float:
+    """The share of this machine's cores a process gets now, 0-1: ``os.cpu_count()`` threads hash for
+    ``seconds``, and the share is the process's CPU time over ``seconds x cores``; the median of ``samples``
+    such probes, so that a burst of other work over one of them does not set the figure.
+
+    It reads what the load average cannot: work at a lower priority (``nice``) takes little from a
+    command at normal priority, work at the same priority takes its share. ``LAZYLAB_CPU_SHARE`` (a number in
+    (0, 1]) is used instead of measuring: a fixed figure for tests, or the share a later run expects.
+    Returns: the share, at least ``MIN_SHARE``.
+    """
+    import hashlib
+    import threading
+
+    given = os.environ.get("LAZYLAB_CPU_SHARE", "").strip()
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value <= 1:
+            raise LazylabError(f"LAZYLAB_CPU_SHARE={given!r}: expected a number in (0, 1], the share of the "
+                               "cores a command gets")
+        return max(value, MIN_SHARE)
+    block = bytes(1 << 16)  # hashlib releases the GIL for inputs over 2 KiB: the threads run in parallel
+    cores = os.cpu_count() or 1
+
+    def probe() -> float:
+        stop = time.perf_counter() + seconds
+
+        def spin():
+            while time.perf_counter() < stop:
+                hashlib.sha256(block).digest()
+
+        threads = [threading.Thread(target=spin, daemon=True) for _ in range(cores)]
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return (time.process_time() - cpu0) / ((time.perf_counter() - t0) * cores)
+
+    shares = sorted(probe() for _ in range(samples))
+    return max(MIN_SHARE, min(1.0, shares[len(shares) // 2]))
 
 
 def calibration_path() -> Path:
@@ -197,7 +256,9 @@ def _measure(repeats: int = 3) -> dict:
     Real ``fit_batch`` programs on random float32 images in [0, 1] (a Yat bank, the
     unit of most paper arms, or the first random-init unit loaded): a trained bank at
     m = 16 (on 60,000 images) and 1024 (on 4,096), a head on stored features
-    ``(60000, m)`` at m = 64 and 1024, and the bank's features at m = 1024. A step's time is (3 epochs - 1 epoch) / 2 epochs'
+    ``(60000, m)`` at m = 64 and 1024, the bank's features at m = 1024, and a convex solve's
+    evaluation (``_convex_evaluation_s``). Every time is this process's CPU time (``time.process_time``:
+    all threads). A step's time is (3 epochs - 1 epoch) / 2 epochs'
     steps, the fastest of ``repeats`` of each, so the call's fixed costs cancel and a
     burst of other work on the machine counts as little as possible. Compilation is the
     first call minus a later one, cold (nothing cached) and again after
@@ -229,9 +290,9 @@ def _measure(repeats: int = 3) -> dict:
     small, large = 64, 1024
 
     def timed(f) -> float:
-        t = time.perf_counter()
+        t = time.process_time()
         f()
-        return time.perf_counter() - t
+        return time.process_time() - t
 
     def step_time(models, xs, n, warm: bool = False) -> tuple[float, float, float]:
         """(cold compile s, warm compile s, s per step) of a 1-member fit_batch on ``n`` training rows."""
@@ -267,10 +328,45 @@ def _measure(repeats: int = 3) -> dict:
     step_b = max(s_large - s_small, 0.0) / (large - 16)
     head_b = max(head[large][2] - head[small][2], 0.0) / (large - small)
     tmp.cleanup()
+    eval_small, eval_large = (_convex_evaluation_s(rng, m, CONVEX_ROWS, repeats) for m in (small, 4 * small))
+    if eval_small is None or eval_large is None:  # a solve stopped early: the development machine's figures
+        eval_small = CONVEX_ROWS * (REFERENCE.convex_eval_a + REFERENCE.convex_eval_b * small)
+        eval_large = CONVEX_ROWS * (REFERENCE.convex_eval_a + REFERENCE.convex_eval_b * 4 * small)
+    convex_b = max(eval_large - eval_small, 0.0) / (3 * small * CONVEX_ROWS)
     return {"step_a": max(s_small - step_b * 16, 0.0), "step_b": step_b,
             "head_a": max(head[small][2] - head_b * small, 0.0), "head_b": head_b,
             "feature_s": feat_s / (8192 * large), "compile_s": compile_s, "warm_compile_s": warm_s,
-            "frozen_compile_s": head[small][0] + max(feat_first - feat_s, 0.0), "warm_frozen_compile_s": head[small][1]}
+            "frozen_compile_s": head[small][0] + max(feat_first - feat_s, 0.0), "warm_frozen_compile_s": head[small][1],
+            "convex_eval_a": max(eval_small / CONVEX_ROWS - convex_b * small, 0.0), "convex_eval_b": convex_b}
+
+
+CONVEX_ROWS = 60000  # images behind the convex evaluation's timing (_convex_evaluation_s): a cell's
+
+
+def _convex_evaluation_s(rng, m: int, rows: int, repeats: int) -> float:
+    """CPU seconds per evaluation of a convex solve (``experiments.convex_solve.solve``, L-BFGS-B with its whitening
+    and thread pool as in a real readout) on ``rows x m`` random features with linearly separable labels (so the
+    solve runs to its iteration cap): (a 30-iteration solve - a 10-iteration one) / their evaluations'
+    difference, the fastest of ``repeats``, so the preconditioner cancels. None if no solve ran long enough."""
+    import numpy as np
+
+    from lazylab.experiments.convex_solve import preconditioner, solve
+
+    F = rng.standard_normal((rows, m), dtype=np.float32)
+    y = np.argmax(F @ rng.standard_normal((m, CLASSES), dtype=np.float32), axis=1)
+    precond = preconditioner(F, rows)
+    best = None
+    for _ in range(repeats):
+        runs = []
+        for iterations in (10, 30):
+            t = time.process_time()
+            fit = solve(F, y, 1e-8, tol=0.0, max_iter=iterations, precond=precond)
+            runs.append((time.process_time() - t, fit["evaluations"]))
+        (t10, e10), (t30, e30) = runs
+        if e30 > e10:
+            each = max(t30 - t10, 0.0) / (e30 - e10)
+            best = each if best is None else min(best, each)
+    return best
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 Nothing is trained here. A command's plan becomes the list of runs it would do,
 each looked up in the memo under the key the experiment itself computes, and
-the runs still to compute are priced by a cost model whose constants are
-measured on this machine (``lazylab.calibration``):
+the runs still to compute are priced in CPU seconds by a cost model whose
+constants are measured on this machine (``lazylab.calibration``), then turned
+into wall time over the cores the command gets (``effective_cores``: what it
+keeps busy on quiet cores, or less when other work takes them):
 
 * a trained run's step costs ``a + S b m`` seconds (``S`` members of one
   program, width ``m``; ``a`` the per-step dispatch, ``b`` the bank's products,
@@ -16,20 +18,20 @@ measured on this machine (``lazylab.calibration``):
   when jax's persistent compilation cache holds programs);
 * the command pays a fixed start (imports, data, tables, figures: ``COMMAND_S``).
 
-Ray (``--backend ray``, one worker per core) divides the runs' time by a gain
+Ray (``--backend ray``, one worker per core) multiplies the cores by a gain
 measured on 2 cores. Peak memory is a base plus the widest run's working set;
 disk is the records, the new banks' feature entries (at most ``--cache-limit``
 in all: an upper bound, as the store keeps only those that load faster than they
-compute, ``lazylab.cache.worth_storing``) and the data copy.
-The ladder's figures are checked against measured ladders by ``bench/estimate.py``
-(docs/performance.md, "Estimates before a run"); the other commands' are crude.
+compute, ``lazylab.cache.worth_storing``) and the data copy. The convex readout's jobs are
+priced by ``lazylab.estimate_convex``.
+The ladder's figures (the quick preset, a convex ladder) and ``verify``'s are checked against
+their wall time by ``bench/estimate.py`` (docs/performance.md, "Estimates against wall time");
+the other commands' are crude.
 """
 
 from __future__ import annotations
 
 import os
-import dataclasses
-import json
 from dataclasses import asdict, dataclass, field
 
 from lazylab.calibration import Calibration, calibration, calibration_path
@@ -71,34 +73,6 @@ NTK_RUN_S = 0.75
 # checks): measured by bench/estimate.py --cold, docs/performance.md (2026-12-03).
 EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
-# A convex solve (lazylab.estimate.convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
-# factorisation (per m^3), and per evaluation: per image (the softmax on 10 logits) and per image x unit
-# (the two products): 17, 22, 32 and 87 ms an evaluation at m = 16, 64, 256 and 1024 on 60,000 images (the quick
-# preset's cells, 2026-12-04, a niced job beside them; bench/convex.py: 308 ms at 4096). Evaluations per solve:
-# about 60 (m/16)^0.45 times a unit's factor (the frontier's median cell at m <= 4096: docs/performance.md);
-# the data-seeded Yat bank's solves run to the iteration cap (about 1,070 evaluations).
-CONVEX_SETUP_S = 0.5
-CONVEX_COV_S = 1.0e-11
-CONVEX_FACTOR_S = 2.0e-11
-CONVEX_EVAL_IMAGE_S, CONVEX_EVAL_S = 2.7e-7, 1.2e-9
-# A width's lambda choice: CHOICE_SOLVES cell-sized solves on 50,000 images (its walk fits 2-6 lambdas, warm-started:
-# 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
-CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
-CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
-# A width's refinement (experiments.convex.refine_lambda): two solves on 50,000 images, the first from zeros.
-REFINE_SOLVES = 2.5
-# The trained optimum (experiments.optimum): a selection run is priced at its whole budget (early stopping
-# only shortens it) with two evaluations an epoch (held-out and test images), its grid with this many more
-# rates for the extensions, and a refit at this share of the budget.
-OPTIMUM_EXTENSION_RATES, REFIT_SHARE = 1.0, 0.8
-
-
-def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
-    """Evaluations one convex solve of a bank of ``unit`` is priced at (see ``CONVEX_UNIT_EVALUATIONS``)."""
-    if data_seeded:
-        return CONVEX_DATA_EVALUATIONS
-    return min(60.0 * (width / 16) ** 0.45 * CONVEX_UNIT_EVALUATIONS.get(unit, 1.0), CONVEX_DATA_EVALUATIONS)
-
 
 # ------------------------------------------------------------------ the cost model
 def trained_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
@@ -128,7 +102,8 @@ def compile_cache_warm() -> bool:
     """Whether jax's persistent compilation cache is on and holds programs (``lazylab.xla_cache``).
 
     Which programs it holds cannot be told without compiling them, so a cache holding
-    any is taken to hold the command's (true after a first command of the same shapes).
+    any is taken to hold the command's programs of every unit it has built banks of
+    (``xla_cache.cached_units``; true after a first command of the same shapes).
     """
     from lazylab import xla_cache
 
@@ -136,13 +111,24 @@ def compile_cache_warm() -> bool:
     return folder is not None and xla_cache.stats(folder)[0] > 0
 
 
+def compiled_units() -> set[str]:
+    """The units (plugin identities, ``Arm.plugin``) whose programs jax's cache holds (``xla_cache.cached_units``)."""
+    from lazylab import xla_cache
+
+    folder = xla_cache.cache_dir()
+    return set() if folder is None else xla_cache.cached_units(folder)
+
+
 class Pricer:
     """Prices groups of runs as one process computes them, remembering what it compiled and which banks it computed.
 
     Args: cal: the Calibration; cache_limit: the feature store's cap in bytes (``--cache-limit``,
-      default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``).
+      default 8 GiB); warm: whether programs load from jax's cache (default ``compile_cache_warm()``): then a
+      unit's programs are priced warm once the cache holds that unit's (``compiled_units``), and cold before
+      (a unit never run here, a plugin just installed or edited); ``warm=True`` given prices every unit warm.
     Attributes: ``feature_disk`` (bytes of the new banks' feature entries, at most the cap each),
-    ``working_bytes`` (the largest group's working set).
+    ``working_bytes`` (the largest group's working set), ``extension_runs`` (the most runs grid extensions
+    can add to the brackets priced, ``_bracket``).
     """
 
     def __init__(self, cal: Calibration, cache_limit: int | None = None, warm: bool | None = None):
@@ -151,25 +137,32 @@ class Pricer:
         self.cal = cal
         self.cache_limit = DEFAULT_CACHE_LIMIT if cache_limit is None else cache_limit
         self.warm = compile_cache_warm() if warm is None else warm
+        self.units = compiled_units() if warm is None and self.warm else None  # None: every unit as ``warm``
         self.shapes: set = set()
         self.banks: set = set()
         self.cold_banks: set = set()
         self.feature_disk = 0
         self.working_bytes = 0
+        self.extension_runs = 0  # runs the grid extensions of brackets not yet run may add (a range's top)
 
-    def compile_s(self, trained: bool, shape) -> float:
-        """The compilation of ``shape`` if this process has not compiled it yet, else 0."""
+    def warm_for(self, arm) -> bool:
+        """Whether ``arm``'s programs load from jax's cache (see the class): ``warm``, and its unit compiled before."""
+        return self.warm and (self.units is None or arm is None or arm.plugin in self.units)
+
+    def compile_s(self, trained: bool, shape, arm=None) -> float:
+        """The compilation of ``shape`` (of ``arm``'s unit, if given) if this process has not compiled it yet, else 0."""
         if shape in self.shapes:
             return 0.0
         self.shapes.add(shape)
-        cal = self.cal
+        cal, warm = self.cal, self.warm_for(arm)
         if trained:
-            return cal.warm_compile_s if self.warm else cal.compile_s
-        return cal.warm_frozen_compile_s if self.warm else cal.frozen_compile_s
+            return cal.warm_compile_s if warm else cal.compile_s
+        return cal.warm_frozen_compile_s if warm else cal.frozen_compile_s
 
-    def cold_bank_s(self, bank) -> float:
+    def cold_bank_s(self, arm, width: int) -> float:
         """A bank width's other programs (``COLD_BANK_COMPILES``) when new to a cold process, else 0."""
-        if self.warm or bank in self.cold_banks:
+        bank = (arm.name, width)
+        if self.warm_for(arm) or bank in self.cold_banks:
             return 0.0
         self.cold_banks.add(bank)
         return COLD_BANK_COMPILES * self.cal.frozen_compile_s
@@ -196,7 +189,7 @@ class Pricer:
         """Seconds for one group of runs of ``arm`` (``experiments.batch_groups``) trained as one program."""
         first, S = cfgs[0], len(cfgs)
         m, E, n = first.width, first.epochs, first.train_size
-        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch)) + self.cold_bank_s((arm.name, m))
+        seconds = self.compile_s(arm.trained, (arm.name, m, S, n, first.batch), arm) + self.cold_bank_s(arm, m)
         if arm.trained:
             # parameters, gradients and AdamW's two moments, each also in a donated copy
             self.working_bytes = max(self.working_bytes, S * 8 * 4 * m * D)
@@ -221,6 +214,10 @@ class Estimate:
         (estimated; a group's time shared among its runs; 0 for runs in the memo).
       notes: lines to print under the summary (assumptions, what could not be resolved).
       calibration: where the calibration behind it is kept, when and at what load it was measured.
+      runs_high: the most runs the command can do: ``runs_total`` plus the runs of grid extensions the
+        brackets not yet run may call for (``Pricer.extension_runs``); the time counts their expected share.
+      contention: ``{"share", "cores"}``: the share of the cores a probe got just before (``cpu_share``; 1 when
+        nothing is to compute) and the cores the work was priced at (``effective_cores``).
     """
 
     command: str
@@ -235,24 +232,28 @@ class Estimate:
     runs: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     calibration: dict = field(default_factory=dict)
+    runs_high: int = 0
+    contention: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The estimate as plain JSON types."""
         return asdict(self)
 
 
-def wall_s(compute_s: float, backend: str, cores: int) -> float:
-    """Wall time (s) of a command whose runs take ``compute_s`` in one process.
+def wall_s(compute_s: float, backend: str, cores: int, share: float = 1.0) -> float:
+    """Wall time (s) of a command whose runs take ``compute_s`` CPU seconds, when a probe gets ``share`` of the cores.
 
-    local: ``COMMAND_S + compute_s``. ray: ``COMMAND_S + RAY_START_S + compute_s / gain``,
-    ``gain = 1 + 0.25 (cores - 1)`` (measured on 2 cores only).
+    ``COMMAND_S + compute_s / effective_cores(share, backend, cores)``, plus ``RAY_START_S`` with Ray (one worker per
+    core: its gain over one process, 1 + 0.25 (cores - 1), is measured on 2 cores only).
     """
-    if backend == "ray" and compute_s > 0:
-        return COMMAND_S + RAY_START_S + compute_s / (1 + RAY_GAIN_PER_EXTRA_CORE * (cores - 1))
-    return COMMAND_S + compute_s
+    if compute_s <= 0:
+        return COMMAND_S
+    start = RAY_START_S if backend == "ray" else 0.0
+    return COMMAND_S + start + compute_s / effective_cores(share, backend, cores)
 
 
-def _row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
+def run_row(phase: str, arm: str, width: int, seed: int, lr, key, in_memo: bool) -> dict:
+    """One row of ``Estimate.runs`` (``seconds`` 0 until priced)."""
     return {"phase": phase, "arm": arm, "width": width, "seed": seed, "lr": lr, "key": key, "in_memo": in_memo,
             "seconds": 0.0}
 
@@ -261,7 +262,7 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
     """Rows of runs of ``arm`` and the seconds of those not in the memo, grouped as the experiment groups them."""
     from lazylab.experiments import batch_groups
 
-    rows = [_row(phase, arm.name, c.width, c.seed, c.lr if resolved else None, c.key() if resolved else None, s)
+    rows = [run_row(phase, arm.name, c.width, c.seed, c.lr if resolved else None, c.key() if resolved else None, s)
             for c, s in zip(cfgs, stored)]
     row_of = {id(c): r for c, r in zip(cfgs, rows)}
     total = 0.0
@@ -276,12 +277,14 @@ def _run_rows(phase: str, arm, cfgs: list, resolved: bool, stored: list[bool], p
 def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, float, float | None, bool]:
     """An arm's bracket (``lazylab.bracket``: its grid at m = 256 over the rule's seeds, then each grid
     extension the memo's runs call for): ``(rows, seconds, chosen rate, all in the memo)``. Missing runs
-    carry ``EXTENSION_RATES`` more rates in their seconds (which rate, if any, is not known before)."""
-    from lazylab.bracket import BRACKET_WIDTH, Bracket, RateScore, bracket_seeds, next_rate
+    carry ``EXTENSION_RATES`` more rates in their seconds (which rate, if any, is not known before), and
+    the extensions still possible (``MAX_EXTEND`` rounds in all, 1se rule only) add their runs to
+    ``pricer.extension_runs``."""
+    from lazylab.bracket import BRACKET_WIDTH, MAX_EXTEND, Bracket, RateScore, bracket_seeds, next_rate
 
     seeds = bracket_seeds(rule)
     bracket = Bracket(rule=rule, grid=[float(lr) for lr in arm.unit.grid(arm.trained)])
-    rates, rows, seconds = list(bracket.grid), [], 0.0
+    rates, rows, seconds, round_ = list(bracket.grid), [], 0.0, 0
     while rates:
         cfgs = [ws.config(arm, BRACKET_WIDTH, seed, lr, **protocol) for lr in rates for seed in seeds]
         records = [ws._memo_record(c) for c in cfgs]  # the experiment's own look-up
@@ -289,7 +292,10 @@ def _bracket(ws, arm, protocol: dict, rule: str, pricer: Pricer) -> tuple[list, 
         if any(r is None for r in records):
             share = 1 + EXTENSION_RATES / len(rates)  # each missing run carries its share of the extensions
             more = [{**r, "seconds": round(r["seconds"] * share, 3)} for r in more]
+            if rule == "1se":
+                pricer.extension_runs += (MAX_EXTEND - round_) * len(seeds)
             return rows + more, seconds + s * share, None, False
+        round_ += 1
         rows, seconds = rows + more, seconds + s
         for i, lr in enumerate(rates):
             bracket.scores[lr] = RateScore.of(lr, records[i * len(seeds):(i + 1) * len(seeds)])
@@ -335,142 +341,6 @@ def _ladder(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
     return rows, seconds, notes
 
 
-def convex_solve_s(width: int, rows: int, evaluations: float) -> float:
-    """Seconds of one convex solve (``experiments.convex.solve``) on ``rows`` images at ``width``: the
-    preconditioner (covariance of ``min(rows, max(16384, 2 m))`` rows, Cholesky and its inverse), then
-    ``evaluations`` evaluations of two products over the ``rows x width`` feature matrix."""
-    cov_rows = min(rows, max(16384, 2 * width))
-    return (CONVEX_SETUP_S + CONVEX_COV_S * cov_rows * width ** 2 + CONVEX_FACTOR_S * width ** 3
-            + evaluations * rows * (CONVEX_EVAL_IMAGE_S + CONVEX_EVAL_S * width))
-
-
-def _convex(ws, plan, lambdas: tuple | None, pricer: Pricer) -> tuple[list, float, list]:
-    """``run_convex_ladder``'s jobs: per frozen arm and width the choice of lambda (seed 0's features, ``CHOICE_SOLVES``
-    solves) and its refinement (``REFINE_SOLVES``), then every seed (its features, one solve on every image), at
-    ``convex_evaluations`` evaluations a solve."""
-    from lazylab.experiments.convex import LAMBDAS, convex_config, lambda_config, refine_config
-
-    rows, seconds, pending = [], 0.0, []
-    for arm in (a for a in plan.arms if not a.trained):
-        data_seeded = arm.unit.name == "yat" and arm.init == "data"  # its units spike at their seed images
-        for width in plan.widths:
-            lcfg = lambda_config(ws, arm, width, plan.train_size, plan.fan_in, lambdas or LAMBDAS)
-            choice = ws.memo.get_record(lcfg.key())
-            lam = choice.get("lambda") if isinstance(choice, dict) else None
-            row = _row("convex-lambda", arm.name, width, lcfg.seed, None, lcfg.key(), lam is not None)
-            if lam is None:
-                pending.append(f"{arm.name} m={width}")
-                evaluations = convex_evaluations(width, arm.unit.name, data_seeded)
-                s = pricer.bank_s((arm.name, width, lcfg.seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                s += min(CHOICE_SOLVES, len(lcfg.lambdas)) * convex_solve_s(width, plan.train_size - lcfg.holdout,
-                                                                            evaluations)
-                row["seconds"] = round(s, 3)
-                seconds += s
-            rows.append(row)
-            refined = None
-            if lam is not None:
-                rcfg = refine_config(lcfg, choice)
-                refinement = ws.memo.get_record(rcfg.key())
-                refined = refinement.get("lambda") if isinstance(refinement, dict) else None
-            row = _row("convex-refine", arm.name, width, lcfg.seed, None, rcfg.key() if lam is not None else None,
-                       refined is not None)
-            if refined is None:
-                if lam is not None:  # chosen, not yet refined: its cells' penalty is not known
-                    pending.append(f"{arm.name} m={width}")
-                s = REFINE_SOLVES * convex_solve_s(width, plan.train_size - lcfg.holdout,
-                                                   convex_evaluations(width, arm.unit.name, data_seeded))
-                row["seconds"] = round(s, 3)
-                seconds += s
-            rows.append(row)
-            lam = refined
-            for seed in plan.seeds:
-                cfg = convex_config(ws, arm, width, seed, lam or 0.0, plan.train_size, plan.fan_in)
-                stored = lam is not None and cfg.key() in ws.memo
-                row = _row("convex", arm.name, width, seed, None, cfg.key() if lam is not None else None, stored)
-                if not stored:
-                    s = pricer.bank_s((arm.name, width, seed, plan.train_size, plan.fan_in), width, plan.train_size)
-                    s += convex_solve_s(width, plan.train_size, convex_evaluations(width, arm.unit.name, data_seeded))
-                    row["seconds"] = round(s, 3)
-                    seconds += s
-                rows.append(row)
-    notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
-             f"{pending[0]}), so their readouts count as to compute"] if pending else []
-    return rows, seconds, notes
-
-
-def convex_cell_rows(ws, cells: list, pricer: Pricer) -> tuple[list, float, list]:
-    """Rows of convex readouts ``[(arm, ConvexConfig), ...]`` (their bank's features and one solve on every image
-    each, at ``convex_evaluations``), those in the memo at no cost."""
-    rows, seconds = [], 0.0
-    for arm, cfg in cells:
-        row = _row("convex", arm.name, cfg.width, cfg.seed, None, cfg.key(), cfg.key() in ws.memo)
-        if not row["in_memo"]:
-            data_seeded = arm.unit.name == "yat" and arm.init == "data"
-            s = pricer.bank_s((arm.name, cfg.width, cfg.seed, cfg.train_size, cfg.fan_in), cfg.width, cfg.train_size)
-            s += convex_solve_s(cfg.width, cfg.train_size, convex_evaluations(cfg.width, arm.unit.name, data_seeded))
-            row["seconds"] = round(s, 3)
-            seconds += s
-        rows.append(row)
-    return rows, seconds, []
-
-
-def _optimum(ws, plan, pricer: Pricer) -> tuple[list, float, list]:
-    """``run_optimum``'s runs for the plan's trained arms at widths up to ``optimum.MAX_WIDTH``: every rate of the
-    grid (plus ``OPTIMUM_EXTENSION_RATES``) x seed as selection runs on the fitted images, priced at the whole
-    budget with a second evaluation an epoch, then a refit per seed at ``REFIT_SHARE`` of it on every image.
-    Once a width's choice is settled in the memo its refits are looked up under their own keys."""
-    from lazylab.experiments.optimum import MAX_WIDTH, choose, optimum_budget, refit_config, select_config
-
-    rows, seconds, pending = [], 0.0, []
-    budget = optimum_budget(plan.epochs)
-    for arm in (a for a in plan.arms if a.trained):
-        grid = list(arm.unit.grid(True))
-        for width in (w for w in plan.widths if w <= MAX_WIDTH):
-            cfgs = [select_config(ws, arm, width, s, lr, plan.train_size, plan.fan_in, budget)
-                    for lr in grid for s in plan.seeds]
-            records = [ws.memo.get_record(c.key()) for c in cfgs]
-            stored = [isinstance(r, dict) and r.get("config") == json.loads(c.canonical()) for c, r in zip(cfgs, records)]
-            rows_here = [_row("optimum", arm.name, width, c.seed, c.lr, c.key(), s) for c, s in zip(cfgs, stored)]
-            todo = [c for c, s in zip(cfgs, stored) if not s]
-            share = 1 + OPTIMUM_EXTENSION_RATES / len(grid)
-            each = _selection_s(pricer, arm, width, len(plan.seeds), budget, cfgs[0].train_size - cfgs[0].holdout)
-            for r in rows_here:
-                if not r["in_memo"]:
-                    r["seconds"] = round(each * share, 3)
-                    seconds += r["seconds"]
-            choice = choose(records) if not todo else None
-            if choice is not None and choice["edge"]:
-                choice = None  # an extension is due: the rate is not settled yet
-            for c in cfgs[:len(plan.seeds)]:
-                epochs = choice["epochs"].get(c.seed) if choice else None
-                fit = refit_config(dataclasses.replace(c, lr=choice["lr"]), epochs) if epochs else None
-                stored_fit = fit is not None and fit.key() in ws.memo
-                row = _row("optimum-refit", arm.name, width, c.seed, choice and choice["lr"],
-                           fit.key() if fit else None, stored_fit)
-                if not stored_fit:
-                    row["seconds"] = round(_selection_s(pricer, arm, width, len(plan.seeds),
-                                                        epochs or max(1, int(REFIT_SHARE * budget)),
-                                                        plan.train_size, evaluations=1), 3)
-                    seconds += row["seconds"]
-                rows_here.append(row)
-            if choice is None:
-                pending.append(f"{arm.name} m={width}")
-            rows += rows_here
-    notes = [f"trained optimum: rate not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
-             f"{pending[0]}): selection runs priced at their whole {budget}-epoch budget"] if pending else []
-    return rows, seconds, notes
-
-
-def _selection_s(pricer: Pricer, arm, width: int, members: int, epochs: int, rows: int, evaluations: int = 2) -> float:
-    """Seconds per run of a group of ``members`` annealed runs of ``arm`` at ``width`` on ``rows`` images for
-    ``epochs`` epochs with ``evaluations`` 10,000-image evaluations an epoch, its compilation once per shape."""
-    cal = pricer.cal
-    s = pricer.compile_s(True, ("optimum", arm.name, width, members, rows, evaluations))
-    s += trained_group_s(cal, width, members, epochs, rows)
-    s += (evaluations - 1) * epochs * members * (N_TEST / BATCH) * cal.step_b * width / 3
-    return s / members
-
-
 def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[list, float, list]:
     """``run_trajectory``'s runs: each arm's bracket (12 epochs) unless ``plan.lr`` or ``rates``, then its trajectory."""
     from lazylab.experiments.trajectory import TrajectoryConfig, _memo_trajectory
@@ -494,11 +364,11 @@ def _trajectories(ws, plan, pricer: Pricer, rates: dict | None = None) -> tuple[
 
 def _gram(ws, arm, cfg, pricer: Pricer) -> tuple[list, float, list]:
     """One Gram result: features of the images shown under the grown and the reference banks, one compilation."""
-    row = _row("gram", arm.name, cfg.max_units, cfg.seed, None, cfg.key(),
+    row = run_row("gram", arm.name, cfg.max_units, cfg.seed, None, cfg.key(),
                cfg.key() in ws.memo and cfg.key() + "-summary" in ws.memo)
     if not row["in_memo"]:
         units = cfg.ref_units + cfg.max_units * cfg.repeats
-        row["seconds"] = round(pricer.compile_s(False, ("gram", arm.name)) +
+        row["seconds"] = round(pricer.compile_s(False, ("gram", arm.name), arm) +
                                features_s(pricer.cal, units, len(cfg.classes) * cfg.per_class), 3)
     return [row], row["seconds"], ["gram: crude (features and a compilation priced; bank drawing and Gram algebra not)"]
 
@@ -507,9 +377,9 @@ def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list
     """Per width: the bank's features unless stored, then ``steps`` full-batch steps priced as ``n/256`` head steps."""
     cal, rows = pricer.cal, []
     for cfg in configs:
-        row = _row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
+        row = run_row("readout", arm.name, cfg.width, cfg.seed, cfg.lr, cfg.key(), cfg.key() in ws.memo)
         if not row["in_memo"]:
-            s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size))
+            s = pricer.compile_s(False, ("readout", cfg.width, cfg.train_size), arm)
             s += cfg.steps * (cfg.train_size / BATCH) * (cal.head_a + cal.head_b * cfg.width)
             if cfg.features().key() not in ws.memo:
                 s += pricer.bank_s(("readout", arm.name, cfg.width, cfg.seed, cfg.train_size), cfg.width, cfg.train_size)
@@ -521,37 +391,67 @@ def _readouts(ws, arm, configs: list, pricer: Pricer) -> tuple[list, float, list
 def _ntk(cfg, pairs: list, key: str | None = None, in_memo: bool = False) -> tuple[list, float, list]:
     """1-D NTK lab runs ``(width, seed)`` at ``NTK_RUN_S`` per 2,000 steps (not calibrated)."""
     per_run = 0.0 if in_memo else NTK_RUN_S * cfg.steps / 2000
-    rows = [{**_row("ntk", "1-D tanh net", w, s, cfg.lr, key, in_memo), "seconds": round(per_run, 3)} for w, s in pairs]
+    rows = [{**run_row("ntk", "1-D tanh net", w, s, cfg.lr, key, in_memo), "seconds": round(per_run, 3)} for w, s in pairs]
     return rows, per_run * len(rows), ["ntk: crude (a fixed time per 1-D run, measured on the 2-core machine)"]
+
+
+# The cores a computing command keeps busy on average on quiet cores (its CPU time over its wall time):
+# jax's steps and OpenBLAS's products run on every core, the Python between them on one (bench/estimate.py).
+BUSY_CORES = 1.4
+
+
+def effective_cores(share: float, backend: str, cores: int) -> float:
+    """The cores a command's work gets: what it keeps busy on quiet cores (``BUSY_CORES``; with Ray, one worker per
+    core, ``BUSY_CORES x (1 + 0.25 (cores - 1))``, at most ``cores``), or, when other work leaves it less, the
+    share of the cores a probe got just now (``calibration.cpu_share``) times the cores.
+
+    Why: the calibration prices work in CPU seconds, which other work on the machine changes little; the wall
+    time is those seconds over the cores the work gets, and a command at the same priority as the other work
+    gets about what the probe got (Linux's fair scheduler)."""
+    busy = BUSY_CORES if backend != "ray" else min(float(cores), BUSY_CORES * (1 + RAY_GAIN_PER_EXTRA_CORE * (cores - 1)))
+    return min(busy, share * cores)
 
 
 def _estimate(command: str, ws, parts: list, extra_s: float, pricer: Pricer, backend: str = "local",
               base_bytes: int = PEAK_BASE_BYTES) -> Estimate:
-    """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk."""
+    """An Estimate from ``(rows, seconds, notes)`` parts, ``extra_s`` of drawing and the pricer's memory and disk;
+    its runs' CPU seconds become wall time over the cores the command gets now (``effective_cores``)."""
+    from lazylab.bracket import MAX_EXTEND
+    from lazylab.calibration import cpu_share
+
     cal, cores = pricer.cal, os.cpu_count() or 1
     rows = [r for part in parts for r in part[0]]
     notes = list(dict.fromkeys(n for part in parts for n in part[2]))
     todo = sum(not r["in_memo"] for r in rows)
     compute_s = sum(part[1] for part in parts)
+    share = cpu_share() if todo else 1.0
+    busy = effective_cores(1.0, backend, cores)
+    gets = effective_cores(share, backend, cores)
     if todo:
         notes.append("compiled programs assumed in jax's cache (it holds programs)" if pricer.warm
                      else "every program compiled (jax's cache is off or empty)")
     if cal.code == "reference":
         notes.append("this machine is not measured yet: the 2-core development machine's figures stand in "
                      "(--dry-run measures it once, 25-55 s)")
-    elif cal.load > cores:
-        notes.append(f"this machine was busy when measured (load {cal.load:g} on {cores} cores): the estimate may be "
-                     "high; LAZYLAB_RECALIBRATE=1 measures again")
+    if gets < busy:
+        notes.append(f"other work leaves this command {gets:.2g} of this machine's {cores} cores now (it keeps "
+                     f"{busy:.2g} busy on quiet cores): the estimate assumes that work goes on")
+    if pricer.extension_runs:
+        notes.append(f"up to {pricer.extension_runs} more runs if the brackets extend their grids "
+                     f"(at most {MAX_EXTEND} half-decade steps per arm); the time counts their expected share")
     fresh_data = ws is not None and not (ws.memo.directory / "data" / ws.fingerprint).is_dir()
     data_copy = DATA_COPY_BYTES if todo and fresh_data else 0
     one = base_bytes + pricer.working_bytes
+    rows = [{**r, "seconds": round(r["seconds"] / gets, 3)} for r in rows]  # a run's share of the wall time
     return Estimate(command=command, backend=backend, cores=cores, runs_total=len(rows), in_memo=len(rows) - todo,
-                    to_compute=todo, seconds=round(wall_s(compute_s, backend, cores) + extra_s, 1),
+                    to_compute=todo, seconds=round(wall_s(compute_s, backend, cores, share) + extra_s * busy / gets, 1),
                     peak_bytes=one * cores if backend == "ray" and todo else one,
                     disk_bytes=todo * RECORD_BYTES + min(pricer.feature_disk, pricer.cache_limit) + data_copy,
                     runs=rows, notes=notes, calibration={"measured_here": cal.code != "reference", "path": str(calibration_path()),
                                                          "measured_at": cal.measured_at, "load": cal.load,
-                                                         "seconds": cal.seconds})
+                                                         "seconds": cal.seconds},
+                    runs_high=len(rows) + pricer.extension_runs, contention={"share": round(share, 3),
+                                                                             "cores": round(gets, 3)})
 
 
 def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = None,
@@ -569,13 +469,16 @@ def ladder_estimate(ws, plan, backend: str = "local", cache_limit: int | None = 
       ``"convex"`` (the frozen arms' convex readouts instead) or ``"both"``; lambdas: ``--lambdas``.
     Raises: LazylabError for a plan the ladder refuses (``LadderPlan.check``), or from ``calibration()``.
     """
+    from lazylab.estimate_convex import convex_jobs
+    from lazylab.estimate_optimum import optimum_jobs
+
     plan.check()
     pricer = Pricer(cal or calibration(), cache_limit, warm)
     parts = [] if readout == "convex" else [_ladder(ws, plan, pricer)]
     if readout != "adamw":
-        parts.append(_convex(ws, plan, lambdas, pricer))
+        parts.append(convex_jobs(ws, plan, lambdas, pricer, run_row))
     if readout == "both":
-        parts.append(_optimum(ws, plan, pricer))
+        parts.append(optimum_jobs(ws, plan, pricer, run_row))
     return _estimate("ladder", ws, parts, 0.0, pricer, backend)
 
 
@@ -638,7 +541,7 @@ def redundancy_estimate(ws, arms, width: int, n: int, seeds, fan_ins, samples, t
                     if key in seen:
                         continue
                     seen.add(key)
-                    row = _row("redundancy", arm.name, width, seed, None, key, key in ws.memo)
+                    row = run_row("redundancy", arm.name, width, seed, None, key, key in ws.memo)
                     if not row["in_memo"]:
                         row["seconds"] = round(features_s(pricer.cal, width, n), 3)
                     rows.append(row)
@@ -658,11 +561,11 @@ def ntk_arm_estimate(ws, arm, width: int, probe: int, seed: int, lr: float | Non
     pricer = Pricer(cal or calibration())
     key, _, cfg = arm_key(ws, arm, width, probe=probe, seed=seed, lr=lr, epochs=epochs, train_size=train_size,
                           method=method)
-    row = _row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
+    row = run_row("ntk arm", arm.name, width, seed, cfg.lr, key, key in ws.memo)
     if not row["in_memo"]:
         kernels = 2 * ntk_kernel_s(method, probe, width, ws.data.x_train.shape[1], arm.trained,
                                    JACOBIAN_LIMIT_BYTES if limit is None else limit)
-        row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width)) + kernels +
+        row["seconds"] = round(pricer.compile_s(True, ("ntk arm", arm.name, width), arm) + kernels +
                                2 * trained_group_s(pricer.cal, width, 1, epochs, train_size), 3)
     part = ([row], row["seconds"], ["ntk arm: the network's and the linearization's runs priced as ladder runs, "
                                     "the two tangent kernels from their contractions"])

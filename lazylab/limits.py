@@ -33,4 +33,4 @@ CLASS_NAMES = (  # Fashion-MNIST's classes, by index: gram/readout --classes (la
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
-CALIBRATION_VERSION = 1  # bump when what the calibration measures changes (lazylab.calibration.CALIBRATION_VERSION)
+CALIBRATION_VERSION = 2  # bump when what the calibration measures changes (lazylab.calibration.CALIBRATION_VERSION)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from lazylab import xla_cache
 from lazylab.arms import Arm, ContractError, UnitFailure, check_bank, key_hint, plugin_error
 from lazylab.errors import LazylabError
 from lazylab.network import N_CLASSES, Model, apply_bank  # noqa: F401  (re-exported: lazylab.model.Model)
@@ -96,6 +97,7 @@ def build_model(arm: Arm, width: int, seed: int, x_train: np.ndarray, fan_in: st
     """
     x_ref = np.asarray(x_train[:N_REF], np.float32)
     vet(arm, lambda: check_images(fallback=x_train))  # a third-party unit passes the suite first (once per source)
+    xla_cache.note_unit(arm.plugin)  # its programs will be in jax's cache: later estimates price them warm
     W = init_prototypes(arm, width, seed, x_train, fan_in)
     bank_key, head_key = split_key(seed)
     feat = plugin_call(arm, f"{arm.name} m={width} seed {seed}", "building its bank", arm.unit.make_bank, W, x_ref,

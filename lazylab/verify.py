@@ -407,6 +407,8 @@ def estimate(ws, sample: Sample, cal=None, doc: dict | None = None, width: int =
         rows, seconds = E._run_rows("verify", sample.arms[name], cfgs, True,
                                     [ws._memo_record(c) is not None for c in cfgs], pricer)
         parts.append((rows, seconds, []))
+    from lazylab.estimate_convex import convex_cell_jobs
+
     picked = choose_convex(doc, sample.arms, width, seeds) if doc is not None else []
-    parts.append(E.convex_cell_rows(ws, [(sample.arms[cfg.arm], cfg) for _, cfg in picked], pricer))
+    parts.append(convex_cell_jobs(ws, [(sample.arms[cfg.arm], cfg) for _, cfg in picked], pricer, E.run_row))
     return E._estimate("verify", ws, parts, 0.0, pricer)

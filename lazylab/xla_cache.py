@@ -41,6 +41,24 @@ LOCK_FILE = ".lockfile"
 # nothing when it loads an entry, and one holding another program's executable (a swapped
 # or hand-copied file) fails every later run with an error inside jax.
 DIGESTS = "lazylab-sha256.json"
+# The units (plugin identities, ``Arm.plugin``) whose banks a process built with this cache on, merged in at its
+# end: ``lazylab.estimate`` prices the first compilations of any other unit cold.
+UNITS = "lazylab-units.json"
+_units_built: set[str] = set()
+
+
+def note_unit(identity: str) -> None:
+    """Remember that this process built a bank of the unit ``identity`` (``lazylab.model.build_model``)."""
+    _units_built.add(identity)
+
+
+def cached_units(folder: Path) -> set[str]:
+    """The unit identities recorded in ``folder`` (``UNITS``); empty when none is, or the file is unreadable."""
+    try:
+        units = json.loads((folder / UNITS).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {u for u in units if isinstance(u, str)} if isinstance(units, list) else set()
 
 
 def cpu_tag() -> str:
@@ -212,7 +230,8 @@ def verify_entries(folder: Path) -> int:
 
 
 def record_entries(folder: Path) -> None:
-    """Record the SHA-256 of every entry in ``folder`` that has none yet (at the end of the process that wrote them)."""
+    """Record the SHA-256 of every entry in ``folder`` that has none yet, and the units this process built banks of
+    (``note_unit``), at the end of the process that wrote them."""
     import filelock
 
     try:
@@ -221,6 +240,11 @@ def record_entries(folder: Path) -> None:
             new = {e.name: _sha256(e) for e in folder.glob("*-cache") if e.name not in recorded}
             if new:
                 _write_digests(folder, {**recorded, **new})
+            units = cached_units(folder)
+            if _units_built - units:
+                tmp = folder / f"{UNITS}.tmp{os.getpid()}"
+                tmp.write_text(json.dumps(sorted(units | _units_built)))
+                os.replace(tmp, folder / UNITS)
     except (filelock.Timeout, OSError):
         pass  # only a safeguard: unrecorded entries are recorded by a later process
 

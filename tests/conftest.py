@@ -42,6 +42,9 @@ def _keep_reference_calibration() -> None:
 
 
 _keep_reference_calibration()
+# Estimates scale with the share of the cores a command gets (lazylab.calibration.cpu_share); tests fix it,
+# so that a figure does not depend on what else runs beside them.
+os.environ["LAZYLAB_CPU_SHARE"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -114,7 +114,9 @@ def test_the_estimate_grows_with_width_epochs_and_seeds(tmp_path):
     ray = E.ladder_estimate(ws, preset_plan("paper"), "ray", cal=CAL, warm=False)
     local = E.ladder_estimate(ws, preset_plan("paper"), cal=CAL, warm=False)
     assert ray.peak_bytes == local.peak_bytes * ray.cores
-    assert ray.seconds == pytest.approx(E.wall_s(local.seconds - E.COMMAND_S, "ray", ray.cores), abs=0.5)
+    cpu = (local.seconds - E.COMMAND_S) * E.effective_cores(1.0, "local", local.cores)  # the runs' CPU seconds
+    assert ray.seconds == pytest.approx(E.wall_s(cpu, "ray", ray.cores), abs=0.5)
+    assert ray.seconds < local.seconds
 
 
 def test_disk_follows_the_feature_store_policy_and_its_cap(tmp_path):
@@ -154,12 +156,16 @@ def test_dry_run_prints_the_plan_and_computes_nothing(tmp_path, capsys, cal_home
     memo = tmp_path / "memo"
     code, out, err = run(capsys, "ladder", "--dry-run", "--cache-dir", memo)
     assert code == 0, err
-    assert out.startswith("plan: ladder: 300 runs (0 in the memo, 300 to compute); estimate on this machine: ")
+    # up to 2 half-decade extensions x 3 seeds per arm's bracket: a range of runs
+    assert out.startswith("plan: ladder: 300-348 runs (0 in the memo, 300 to compute); estimate on this machine: ")
+    assert "note: up to 48 more runs if the brackets extend their grids" in out
     assert "bracket: 84 runs of 8 arms, m = 256, seeds 0, 1, 2" in out and "cell relu-trained: 27 runs" in out
     code, out, err = run(capsys, "ladder", "--preset", "quick", "--dry-run", "--json", "-", "--cache-dir", memo)
     assert code == 0, err
     est = json.loads(out)
-    assert (est["runs_total"], est["to_compute"], est["calibration"]["measured_at"]) == (57, 57, "test")
+    assert (est["runs_total"], est["runs_high"], est["to_compute"]) == (57, 57 + 4 * 2 * 3, 57)
+    assert est["calibration"]["measured_at"] == "test"
+    assert est["contention"] == {"share": 1.0, "cores": E.BUSY_CORES}  # LAZYLAB_CPU_SHARE=1 (conftest): quiet cores
     assert len(Workspace(None, memo).memo) == 0  # nothing computed, nothing stored
 
 
@@ -170,7 +176,7 @@ def test_a_long_command_announces_its_estimate_on_stderr(tmp_path, capsys):
     assert est.seconds > P.ANNOUNCE_S
     P.announce(est)
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("estimate: ladder: 300 runs (0 in the memo")
+    assert captured.out == "" and captured.err.startswith("estimate: ladder: 300-348 runs (0 in the memo")
     assert captured.err.count("\n") == 1 and "--dry-run shows the plan" in captured.err
     P.announce(replace(est, seconds=P.ANNOUNCE_S))
     assert capsys.readouterr().err == ""
@@ -192,3 +198,46 @@ def test_redundancy_and_ntk_arm_dry_runs_count_what_the_memo_holds(capsys, memo_
     code, out, err = run(capsys, "ntk", "arm", "--arm", "yat-trained", "--width", "4", "--dry-run",
                          "--cache-dir", memo_dir)
     assert code == 0 and "ntk arm: 1 run (0 in the memo, 1 to compute)" in out, err
+
+
+def test_other_work_on_the_cores_scales_the_wall_time_and_says_so(tmp_path, monkeypatch):
+    """The runs' CPU seconds over the cores the command gets: BUSY_CORES on quiet cores, share x cores below it."""
+    ws = Workspace(None, tmp_path / "memo")
+    plan = preset_plan("quick")
+    quiet = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    monkeypatch.setenv("LAZYLAB_CPU_SHARE", "0.25")  # a probe got a quarter of the cores: half a core of 2
+    busy = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    cores = os.cpu_count() or 1
+    gets = min(E.BUSY_CORES, 0.25 * cores)
+    assert busy.contention == {"share": 0.25, "cores": pytest.approx(gets, abs=1e-3)}
+    assert busy.seconds - E.COMMAND_S == pytest.approx((quiet.seconds - E.COMMAND_S) * E.BUSY_CORES / gets, rel=1e-3)
+    assert any("other work leaves this command" in n for n in busy.notes) == (gets < E.BUSY_CORES)
+    assert not any("may be high" in n for n in busy.notes + quiet.notes)
+    monkeypatch.setenv("LAZYLAB_CPU_SHARE", "2")
+    with pytest.raises(Exception, match="LAZYLAB_CPU_SHARE"):
+        E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+
+
+def test_a_unit_jax_has_not_compiled_is_priced_cold(tmp_path, monkeypatch):
+    """With programs in jax's cache, a unit it has built banks of is priced warm; another unit cold."""
+    from lazylab import xla_cache
+
+    cache = tmp_path / "xla"
+    monkeypatch.setenv("LAZYLAB_XLA_CACHE", str(cache))
+    folder = xla_cache.cache_dir()
+    folder.mkdir(parents=True)
+    (folder / "jit_step-0123-cache").write_bytes(b"x")  # a program: the cache is warm
+    ws = Workspace(None, tmp_path / "memo")
+    yat, relu = get_arm("yat-frozen"), get_arm("relu-frozen")
+    (folder / xla_cache.UNITS).write_text(json.dumps([yat.plugin]))
+    assert xla_cache.cached_units(folder) == {yat.plugin}
+    plan = LadderPlan(arms=(yat, relu), widths=(16,), seeds=(0,), epochs=1, train_size=512, lr=0.1)
+    pricer = E.Pricer(CAL, warm=None)
+    assert pricer.warm and pricer.warm_for(yat) and not pricer.warm_for(relu)
+    est = E.ladder_estimate(ws, plan, cal=CAL)
+    cold = E.ladder_estimate(ws, plan, cal=CAL, warm=False)
+    warm = E.ladder_estimate(ws, plan, cal=CAL, warm=True)
+    secs = lambda e, arm: sum(r["seconds"] for r in e.runs if r["arm"] == arm)
+    assert secs(est, "yat-frozen") == pytest.approx(secs(warm, "yat-frozen"))
+    assert secs(est, "relu-frozen") == pytest.approx(secs(cold, "relu-frozen"))
+    assert secs(cold, "relu-frozen") > secs(warm, "relu-frozen")

@@ -197,7 +197,7 @@ def test_ladder_reports_exchange_rates_and_unstable_runs(capsys, memo_dir, tmp_p
         else:
             assert r["method"] == "never" and max(frozen.values()) < acc and law["floor"] >= 100 - acc
         # the table shows each trained arm at its smallest width; the rest fold into --json and the report
-        assert (f"{r['width']} │ {acc:.2f} │ yat-frozen" in " ".join(out.split())) == (r["width"] == 8)
+        assert (f"{r['width']} | {acc:.2f} | yat-frozen" in " ".join(out.split())) == (r["width"] == 8)
     assert "2 more rows (every trained width)" in " ".join(out.split())
     assert ex["sentence"].startswith(f"8 trained yat units ({rows[0]['trained_acc']:.1f} %)")
     assert ex["sentence"] in out

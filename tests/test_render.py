@@ -351,45 +351,57 @@ def _open_at(browser, page: Path, width: int, height: int = 900) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 400])
-def test_report_leads_with_the_paper_ladder_and_no_table_overflows(rendered, browser, width):
-    """At 1400 and 400 px: the labelled reference first, its exchange-rate table with rows, the unstable marker, and
-    no table wider than the page (wide ones scroll inside their wrapper at 400 px)."""
+def test_report_leads_with_the_answer_and_no_table_overflows(rendered, browser, width):
+    """At 1400 and 400 px: the answer in plain words first under the title, whose numbers they are (folded), then
+    the paper ladder with its exchange-rate table, the unstable marker, long tables folded, figures at the column's
+    width, and no table wider than the page (wide ones scroll inside their wrapper at 400 px)."""
     from selenium.webdriver.common.by import By
 
     _open_at(browser, rendered["page"], width)
+    first = browser.execute_script("const h = document.querySelector('main > h1'); return h.nextElementSibling.id")
+    assert first == "answer"
     sections = [s.get_attribute("id") for s in browser.find_elements(By.CSS_SELECTOR, "main > section")]
-    assert sections[:2] == ["paper", "ladder"], sections
-    source = browser.find_element(By.ID, "paper-source").text
-    assert "Shipped reference results" in source and "the test machine" in source and "lazylab 0.2" in source
+    assert sections[:3] == ["answer", "paper", "ladder"] and sections[-2:] == ["words", "provenance"], sections
+    headline = browser.find_element(By.ID, "answer-headline").text
+    assert "trained" in headline and len(headline) < 300, headline
+    box = browser.execute_script("return document.getElementById('answer').getBoundingClientRect().top")
+    assert box < 400  # read without scrolling, at both widths
+    source = browser.find_element(By.ID, "paper-source")
+    assert source.get_attribute("open") is None  # folded: one line until asked for
+    assert "Shipped reference results" in source.text
+    folded = source.get_attribute("textContent")
+    assert "the test machine" in folded and "lazylab 0.2" in folded
+    for link in browser.find_elements(By.CSS_SELECTOR, "#answer a[href^='#w-']"):  # the jargon, defined below
+        assert browser.find_elements(By.ID, link.get_attribute("href").split("#")[1])
     rows = browser.find_elements(By.CSS_SELECTOR, "#paper-exchange-table tbody tr")
     assert len(rows) == 1 and rows[0].find_elements(By.CSS_SELECTOR, "td")[4].text  # yat-trained at its smallest width
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#paper-exchange-grid tbody tr")) == 2  # every width, folded
-    assert browser.find_element(By.CSS_SELECTOR, "#paper .answer").text
+    assert browser.execute_script("return document.querySelectorAll('#paper-exchange-grid tbody tr').length") == 2
+    assert browser.find_element(By.ID, "paper-exchange").get_attribute("open") is None  # every width, folded
     marks = browser.find_elements(By.CSS_SELECTOR, "#paper-ladder-table .unstable")
     assert len(marks) == 1 and "1 unstable" in marks[0].text
-    assert UNSTABLE in browser.find_element(By.ID, "paper-unstable-table").text
+    unstable = browser.find_element(By.ID, "paper-unstable")
+    assert unstable.get_attribute("open") is None and UNSTABLE in unstable.get_attribute("textContent")
     assert "unstable" in browser.find_element(By.ID, "paper-warnings").text
-    # the paper's exchange table and figure come before your ladder's section on the page
-    y = browser.execute_script("return [document.getElementById('paper-exchange-table').getBoundingClientRect().top,"
-                               " document.getElementById('ladder').getBoundingClientRect().top]")
-    assert y[0] < y[1]
     page = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert page[0] <= page[1], f"the page scrolls sideways at {width} px: {page}"
     boxes = browser.execute_script(
         "return Array.from(document.querySelectorAll('table')).map(t => {const w = t.parentElement;"
         " const r = w.getBoundingClientRect(); return [t.id, w.className, r.right, t.scrollWidth, w.clientWidth];})")
     assert boxes and all(cls == "scroll" for _, cls, _, _, _ in boxes), boxes
-    assert all(right <= width + 0.5 for _, _, right, _, _ in boxes), [b for b in boxes if b[2] > width + 0.5]
-    # Figures: full width and at their own size on a wide screen (legends 14 px), never under 640 px on a narrow
-    # one (their box scrolls), so legend text stays legible; one figure per row.
+    assert all(right <= width + 0.5 for _, _, right, _, _ in boxes if right), [b for b in boxes if b[2] > width + 0.5]
+    # Figures fit the column at both widths (nothing to scroll sideways); one figure per row; each image once.
     shown = browser.execute_script(
         "return Array.from(document.querySelectorAll('figure .pic img')).map(i => {const r = i.getBoundingClientRect();"
-        " return [i.getAttribute('src'), r.width, i.naturalWidth, r.left];})")
+        " return [i.getAttribute('src'), r.width, i.naturalWidth, r.left, r.right];})")
     assert shown
-    for src, w, natural, _ in shown:
-        want = min(natural, 640) if width == 400 else min(natural, 1100)  # 1100: the main column at 1400 px
-        assert want <= w <= natural, (src, w, natural)
-    assert len({round(left) for *_, left in shown}) == 1  # stacked: every figure starts at the same x
+    for src, w, natural, _, right in shown:
+        assert 0 < w <= natural and right <= width, (src, w, natural, right)
+    assert len({round(left) for _, _, _, left, _ in shown}) == 1  # stacked: every figure starts at the same x
+    srcs = [src for src, *_ in shown]
+    assert len(srcs) == len(set(srcs)), srcs  # no figure twice
+    narrow = browser.execute_script("return Array.from(document.querySelectorAll('figure picture img'))"
+                                    ".map(i => i.currentSrc.split('/').pop())")
+    assert all(src.endswith("_narrow.png") == (width == 400) for src in narrow), narrow
     if width == 400:  # some tables are wider than a phone: their wrapper scrolls instead of cutting columns
         wide = [b[0] for b in boxes if b[3] > b[4]]
         assert "paper-ladder-table" in wide, boxes

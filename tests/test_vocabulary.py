@@ -239,7 +239,7 @@ def test_a_bare_ladder_asks_on_a_terminal_and_no_changes_nothing(capsys, memo_di
     _stop_before_training(monkeypatch)
     code, out, err = run(capsys, "ladder")
     assert code == 1, err
-    assert "estimate: ladder: 300 runs" in err and "Start? (--yes does not ask)" in err
+    assert "estimate: ladder: 300-348 runs" in err and "Start? (--yes does not ask)" in err
     assert err.endswith("[y/N]: aborted: nothing was changed\n")  # a terminal echoes the answer and its newline
     code, out, _ = run(capsys, "runs", "--json", "-")
     assert json.loads(out)["count"] == 0
@@ -260,7 +260,7 @@ def test_yes_does_not_ask(capsys, memo_dir, monkeypatch, argv):
     assert "Start?" not in err
     assert_one_line_error(code, "\n".join(line for line in err.splitlines() if not line.startswith("estimate: ")),
                           "stopped before training")
-    assert ("estimate: ladder: 300 runs" in err) == ("-q" not in argv)
+    assert ("estimate: ladder: 300-348 runs" in err) == ("-q" not in argv)
 
 
 def test_no_terminal_proceeds_with_the_first_line_estimate(capsys, memo_dir, monkeypatch):
@@ -269,7 +269,7 @@ def test_no_terminal_proceeds_with_the_first_line_estimate(capsys, memo_dir, mon
     code, _, err = run(capsys, "ladder")
     found = lines(err)
     assert code == 2 and len(found) == 2, err
-    assert found[0].startswith("estimate: ladder: 300 runs") and found[1] == "error: stopped before training"
+    assert found[0].startswith("estimate: ladder: 300-348 runs") and found[1] == "error: stopped before training"
 
 
 def test_a_short_job_never_asks(capsys, memo_dir, monkeypatch):

@@ -32,9 +32,9 @@ def cli():
 
     \b
     Examples:
-      lazylab ladder --preset quick --dry-run   # what it would compute, and how long
-      lazylab ladder --preset quick             # 57 runs and more, 1 to 4 minutes on 2 cores
-      lazylab render all                        # every picture and out/render/report.html
+      lazylab ladder --preset quick --dry-run   # its runs, and their cost here
+      lazylab ladder --preset quick             # the quick width ladder
+      lazylab render all                        # every picture, the report
     """
     output.reset()  # here, not in main: click's test runner and plugins' tests invoke the group directly
     # -q / -v before the subcommand (their callbacks ran already); after it, the command's own set it again.
@@ -107,6 +107,26 @@ def _plugin_warnings(pending: list[str], error: str = "") -> None:
     pending.clear()
 
 
+def _option_hint(exc: click.ClickException, argv: list[str]) -> str | None:
+    """A better line than click's for an unknown option, or None: a choice's value given as an option
+    (``--quick``: did you mean ``--preset quick``), or a long option given one dash (``-preset``, which click
+    reads as ``-p`` ``-r`` ...: a long option takes two dashes)."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
+        return None
+    params = [p for p in exc.ctx.command.params if isinstance(p, click.Option)]
+    name = exc.option_name
+    if name.startswith("--"):
+        for p in params:
+            if isinstance(p.type, click.Choice) and name[2:] in p.type.choices:
+                return f"No such option {name!r} (did you mean '{p.opts[0]} {name[2:]}'?)"
+    longs = {o for p in params for o in p.opts if o.startswith("--")}
+    for token in argv:
+        stem = token.split("=", 1)[0]
+        if stem.startswith("-") and not stem.startswith("--") and len(stem) > 2 and "-" + stem in longs:
+            return f"No such option {stem!r}: a long option takes two dashes ({'-' + stem})"
+    return None
+
+
 def _main(argv) -> None:
     from lazylab import arms as arms_registry
 
@@ -136,7 +156,8 @@ def _run(argv, pending: list[str]) -> None:
         click.echo(exc.ctx.get_help())
         sys.exit(0)
     except click.ClickException as exc:
-        click.echo(printable(f"error: {exc.format_message()}", keep_newlines=True), err=True)
+        hint = _option_hint(exc, sys.argv[1:] if argv is None else list(argv))
+        click.echo(printable(f"error: {hint or exc.format_message()}", keep_newlines=True), err=True)
         sys.exit(2)  # every click error is a usage error here (click's own FileError would say 1)
     except LazylabError as exc:
         _plugin_warnings(pending, str(exc))

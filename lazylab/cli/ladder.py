@@ -12,7 +12,7 @@ from lazylab.cli.options import (IntList, arms_option, backend_options, cache_li
                                  default_out, epochs_option, fan_in_option, finite, json_option, list_option,
                                  lr_option, make_backend, out_option, parse_arms, seeds_option, train_size_option,
                                  width_option, widths_option)
-from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, fair_parts, ladder_table, law_table, num, out,
+from lazylab.cli.output import (warn, analysis_tables, answer_parts, backend_note, bracket_table, count, edge_note, exchange_parts, fair_parts, ladder_table, law_table, num, out, wrap_lines,
                                 wall_tables, write_csv, write_json)
 from lazylab.bracket import DEFAULT_RULE, RULES
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
@@ -90,14 +90,15 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     resumes where it stopped. Each option not given takes the preset's value:
 
     \b
-    preset  arms                                   widths              seeds  epochs  runs
-    paper   yat, yat-data, relu, gaussian          16,32,...,8192      0,1,2  12      300
+    preset  arms                           widths          seeds  epochs  runs
+    paper   yat, yat-data, relu, gaussian  16,32,...,8192  0,1,2  12      300-348
             x frozen, trained (8 arms)
-    quick   yat-frozen, relu-frozen,               16,64,256,1024      0      3       57
+    quick   yat-frozen, relu-frozen,       16,64,256,1024  0      3       57-81
             gaussian-frozen, yat-trained
-    Both train on all 60000 training images. Runs: the brackets (every grid rate x seeds 0,1,2
-    at m=256) and the cells, before any grid extension (up to 2 rates x 3 seeds per arm).
-    Costs on 2 cores: README.md.
+    Both train on all 60000 training images. Runs: the brackets (every grid
+    rate x seeds 0,1,2 at m=256) and the cells; the more when brackets extend
+    their grids (up to 2 rates x 3 seeds per arm). --dry-run prices a ladder
+    on this machine.
 
     \b
     Examples:
@@ -165,7 +166,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     for part in analysis_tables(analysis):
         out.print(part)
     payload = {**result.to_json(), "analysis": analysis}
-    parts = exchange_parts(analysis.get("exchange"))
+    parts = exchange_parts(analysis.get("exchange"), [a.name for a in plan.arms])
     if readout == "both":
         import dataclasses
 
@@ -180,7 +181,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
             answer_parts(payload["analysis"]["answer"], list(plan.widths))
         _echo_problems(ws, shown)  # what the readouts met in the memo
     for part in parts:
-        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str))
+        out.print(escape(part) if isinstance(part, str) else part, soft_wrap=isinstance(part, str) and not wrap_lines())
     for line in analysis.get("warnings") or []:  # one line each, never wrapped
         warn(line)
     write_json(json_path, payload)
@@ -230,7 +231,7 @@ def _convex_phase(ws, plan, lambdas, report: bool, est=None) -> dict:
         out.print(f"convex readouts: {reporter.summary()} at {ws.memo.directory}")
     chosen = "; ".join(f"{arm} {_lambda_runs(a['lambdas'])}" for arm, a in convex["arms"].items())
     out.print(f"lambda per width, chosen on seed {convex['lambda_seed']}'s bank by held-out accuracy: {chosen}",
-              soft_wrap=True)
+              soft_wrap=not wrap_lines())
     return convex
 
 
@@ -289,7 +290,7 @@ def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gai
               f"{','.join(map(str, plan.seeds))}")
     out.print(table)
     for note in edge_note(lambda_at_edge(convex)):  # below, not a caption: a narrow table would wrap it
-        out.print(note, soft_wrap=True)
+        out.print(note, soft_wrap=not wrap_lines())
     out.print(law_table("ladder law of the convex readout: err = floor + c m^-alpha",
                         document["analysis"]["convex_law"]))
     write_json(json_path, document)

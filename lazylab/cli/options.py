@@ -110,19 +110,23 @@ class AliasedOption(click.Option):
             self.opts = names
 
 
-def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help=""):
+def list_option(*decls, type: click.ParamType | None = None, default: str | None = None, show_default=False, help="",
+                check=None):
     """A comma-separated list option; repeating it accumulates, the one convention of every list
     option (``--seeds 0 --seeds 1`` is ``--seeds 0,1``; ``--arms a --arms b`` is ``--arms a,b``).
 
     Each occurrence is converted by ``type`` (a list type such as ``IntList``, returning a tuple);
     repeats are joined and converted once more, so a value repeated across two flags is refused
-    like one inside a list. None given: ``default`` (a string) converted, or None.
+    like one inside a list. None given: ``default`` (a string) converted, or None. ``check``: an
+    option callback run on the joined names of an untyped list, as it is parsed (``--arms``:
+    ``_refuse_unknown_arms_now``).
     """
     def callback(ctx, param, value):
         if not value:
             return None
         if type is None:
-            return ",".join(value)
+            joined = ",".join(value)
+            return check(ctx, param, joined) if check is not None else joined
         if len(value) == 1:
             return value[0]
         return type.convert(",".join(str(v) for part in value for v in part), param, ctx)
@@ -219,9 +223,10 @@ def known_arms() -> tuple[str, ...]:
 
 
 def get_arm(name: str):
-    """``lazylab.arms.get_arm``, with a one-line error that says why an arm is unknown: its unit did not load
-    (named by the registry), its unit is not installed but the memo holds its results (named here), or,
-    for neither, the installed arm the name is close to ("did you mean")."""
+    """``lazylab.arms.get_arm``, with a one-line error that says why an arm is unknown: a bare unit name is
+    answered with its arms (``--arms yat``: ``yat-frozen, yat-trained, ...``); its unit did not load (named by
+    the registry), its unit is not installed but the memo holds its results (named here), or, for none of
+    these, the installed arm the name is close to ("did you mean")."""
     from lazylab.arms import get_arm as lookup
     from lazylab.arms import registry
     from lazylab.arms.loading import unit_of
@@ -230,14 +235,86 @@ def get_arm(name: str):
     try:
         return lookup(name)
     except LazylabError as exc:
+        reg = registry()
+        if reg.installed(name):  # a bare unit name: its arms (importing that unit only)
+            reg.load(name)
+            if name in reg.units:
+                own = ", ".join(reg._unit_arms(name))
+                raise LazylabError(f"unknown arm {name!r}: {name} is a unit; its arms are {own}") from None
         unit, message = unit_of(name), str(exc)
         held = _held_in_memo(name)
-        if unit in registry().errors:  # the message names why it did not load: no other unit's arm to suggest
+        if unit in reg.errors:  # the message names why it did not load: no other unit's arm to suggest
             raise LazylabError(message + held) from None
-        if held and not registry().installed(unit):
+        if held and not reg.installed(unit):
             head = f"unknown arm {name!r}"
             raise LazylabError(message.replace(head, f"{head}: its unit {unit!r} is not installed", 1) + held) from None
         raise LazylabError(did_you_mean(message, name, known_arms()) + held) from None
+
+
+ARM_MODES = ("frozen", "trained")
+
+
+def installed_units() -> tuple[str, ...]:
+    """The unit names registered in the entry-point group ``lazylab.arms`` that ``LAZYLAB_ARMS`` lets load, sorted,
+    read from the installed distributions' metadata: no unit is imported."""
+    from importlib.metadata import entry_points
+
+    from lazylab.arms import ENTRY_POINT_GROUP, _wanted
+
+    wanted = _wanted()
+    return tuple(sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP) if not wanted or ep.name in wanted}))
+
+
+def could_be_arm(name: str, units) -> bool:
+    """Whether ``name`` has an arm's form, ``<unit>-frozen|trained`` or ``<unit>-<init>-frozen|trained``
+    (``lazylab.arms.Registry.arms``), for one of ``units``."""
+    from lazylab.arms import INITS
+
+    stem, _, mode = name.rpartition("-")
+    unit, _, init = stem.rpartition("-") if stem.rpartition("-")[2] in INITS else (stem, "", "")
+    return mode in ARM_MODES and unit in units
+
+
+def refuse_unknown_arms(names) -> None:
+    """Refuse at once, before any unit is imported (loading the units imports jax: seconds), a name that no
+    installed unit can make; leave every other name to ``get_arm``.
+
+    Left to ``get_arm`` (which loads the units): a name of an arm's form (``could_be_arm``), a bare unit name
+    (answered with its arms), and a name closest to an arm of another init (``yat-data-frozn``: whether a unit
+    has that init is known only once it is loaded).
+    Raises: LazylabError, one line: the name, the closest arm (``did_you_mean``), the arms every installed unit
+      has, and, for a name of an arm's form, the memo's results of that name (``_held_in_memo``).
+    """
+    import difflib
+    import os
+
+    from lazylab.arms import INITS
+    from lazylab.errors import LazylabError
+
+    units = installed_units()
+    for name in names:
+        if not name or name in units or could_be_arm(name, units):
+            continue
+        plain = [f"{u}-{mode}" for u in units for mode in ARM_MODES]
+        other_inits = [f"{u}-{init}-{mode}" for u in units for init in INITS for mode in ARM_MODES]
+        close = difflib.get_close_matches(name, plain + other_inits, n=1)
+        if close and close[0] in other_inits:
+            continue
+        restricted = os.environ.get("LAZYLAB_ARMS", "").strip()
+        why = f" (LAZYLAB_ARMS={restricted} restricts which units load)" if restricted else ""
+        message = (f"unknown arm {name!r}{why}; available: {', '.join(plain) or 'none'}, and arms of other inits "
+                   "(lazylab arms lists every arm)")
+        # Only a name of an arm's form (an uninstalled plugin's arm) can be in the memo: reading the memo's
+        # listing loads the installed units, which this check exists to spare a mistyped name.
+        held = _held_in_memo(name) if name.rpartition("-")[2] in ARM_MODES else ""
+        raise LazylabError(did_you_mean(message, name, plain) + held)
+
+
+def _refuse_unknown_arms_now(ctx, param, value):
+    """Option callback: ``refuse_unknown_arms`` on the comma-separated names given (None: not given)."""
+    if value is not None:
+        refuse_unknown_arms([n.strip() for n in str(value).split(",")])
+    return value
 
 
 def _held_in_memo(name: str) -> str:
@@ -248,14 +325,15 @@ def _held_in_memo(name: str) -> str:
 
     ctx = click.get_current_context(silent=True)
     cache_dir = ctx.params.get("cache_dir") if ctx is not None else None
-    try:
-        listing = list_runs(cache_dir, arms=[name], kinds=None, any_code=True, include_stale=True)
+    try:  # unfiltered: a filter on an arm name loads the units to check it, which this line must not wait for
+        listing = list_runs(cache_dir, kinds=None, any_code=True, include_stale=True)
     except (LazylabError, OSError):
         return ""
-    if not listing.runs:
+    held = [r for r in listing.runs if r.arm == name]
+    if not held:
         return ""
-    plugins = sorted({r.plugin for r in listing.runs if r.plugin}) or ["an unrecorded plugin"]
-    n = len(listing.runs)
+    plugins = sorted({r.plugin for r in held if r.plugin}) or ["an unrecorded plugin"]
+    n = len(held)
     return (f"; the memo at {listing.directory} holds {n} result{'s' if n != 1 else ''} of it, computed by "
             f"{', '.join(plugins)}, reused only by {'that plugin' if len(plugins) == 1 else 'one of those plugins'} at that "
             f"version and source (lazylab runs --all --arm {name} lists them)")
@@ -339,14 +417,14 @@ def json_option(what: str):
 def arm_option(default: str | None, what: str):
     """``--arm``: one arm name (plugins included); ``--arms`` with one name is accepted too."""
     return click.option("--arm", "--arms", "arm_name", cls=AliasedOption, default=default, required=default is None,
-                        show_default=default is not None, help=what)
+                        show_default=default is not None, callback=_refuse_unknown_arms_now, help=what)
 
 
 def arms_option(default: str | None = None, what: str = "arms"):
     """``--arms`` (alias ``--arm``): comma-separated arm names (``lazylab arms`` lists them, plugins too)."""
     return list_option("--arms", "--arm", "arms_", default=default, show_default=default is not None,
-                       help=f"Comma-separated {what} (lazylab arms lists them)"
-                            + ("" if default is not None else " [default: the preset's]") + ".")
+                       check=_refuse_unknown_arms_now, help=f"Comma-separated {what} (lazylab arms lists them)"
+                       + ("" if default is not None else " [default: the preset's]") + ".")
 
 
 def widths_option(default: str | None = None, what: str = "bank widths m", at_least: int = 1):

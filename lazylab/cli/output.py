@@ -28,14 +28,86 @@ class DataConsole(Console):
         super().print(*(printable(o, keep_newlines=True) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
-out = DataConsole(width=None if sys.stdout.isatty() else 160, highlight=False)  # results: stdout (quiet under --json -)
-err = DataConsole(stderr=True, highlight=False)  # progress, warnings
+LOG_WIDTH = 160  # stdout into a file or pipe with no $COLUMNS: a log keeps a wide table on one line per row
+
+
+def asked_width() -> int | None:
+    """``$COLUMNS`` when it holds a positive integer (the width a user asked for, in a pipe too), else None."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def wrap_lines() -> bool:
+    """Whether sentences wrap at the console's width: when ``$COLUMNS`` asks for one. Otherwise each sentence,
+    warning and progress line stays one line (``soft_wrap``), however long, so that a log can be searched."""
+    return asked_width() is not None
+
+
+def _width(stream) -> int | None:
+    """The console width for ``stream``: ``$COLUMNS`` if given, else the terminal's (None: rich asks it), else
+    ``LOG_WIDTH``."""
+    asked = asked_width()
+    if asked is not None:
+        return asked
+    try:
+        return None if stream.isatty() else LOG_WIDTH
+    except (ValueError, OSError):  # a closed stream
+        return LOG_WIDTH
+
+
+# What the results' text spells outside ASCII, and its ASCII spelling in a log or a pipe.
+ASCII_SPELLING = {"±": "+/-", "†": "+", "−": "-", "—": "-", "→": "->", "²": "^2", "×": "x", "…": "..."}
+
+
+def ascii_text(text: str) -> str:
+    """``text`` with ``ASCII_SPELLING``'s characters spelt in ASCII (``±`` as ``+/-``)."""
+    for char, spelling in ASCII_SPELLING.items():
+        text = text.replace(char, spelling)
+    return text
+
+
+class ResultsConsole(DataConsole):
+    """rich's Console, printing results for a terminal, or, when its output is not one, in ASCII: tables with
+    ASCII rules (``+--+``, ``|``) and text and cells spelt in ASCII (``ascii_text``), so that a log or a pipe holds
+    one byte per column, as ``awk``, ``cut`` and ``grep`` count them. A cell too wide for its column folds onto
+    the next line instead of being cut with an ellipsis: a table narrower than its numbers shows every digit."""
+
+    def print(self, *objects, **kwargs):
+        plain = not self.is_terminal
+        for table in (o for o in objects if isinstance(o, Table)):
+            for column in table.columns:
+                column.overflow = "fold"
+                if plain:  # rich measures the cells as given: spell them before it lays the table out
+                    column._cells = [ascii_text(c) if isinstance(c, str) else c for c in column._cells]
+                    column.header = ascii_text(column.header) if isinstance(column.header, str) else column.header
+            if plain:
+                table.title = ascii_text(table.title) if isinstance(table.title, str) else table.title
+                table.caption = ascii_text(table.caption) if isinstance(table.caption, str) else table.caption
+        if plain:
+            objects = tuple(ascii_text(o) if isinstance(o, str) else o for o in objects)
+        super().print(*objects, **kwargs)
+
+    @property
+    def options(self):
+        options = super().options
+        if not self.is_terminal:
+            options.encoding = "ascii"  # options.ascii_only: rich swaps every table's box for box.ASCII (Box.substitute)
+        return options
+
+
+out = ResultsConsole(width=_width(sys.stdout), highlight=False)  # results: stdout (quiet under --json -)
+err = DataConsole(stderr=True, width=asked_width(), highlight=False)  # progress, warnings
 
 
 def reset() -> None:
-    """Before each command: results print on stdout again."""
+    """Before each command: results print on stdout again, at the width ``$COLUMNS`` asks for now."""
     release_stdout()
     out.quiet = False
+    width, asked = _width(sys.stdout), asked_width()
+    if width is not None:
+        out.width = width
+    if asked is not None:
+        err.width = asked
 
 
 class _Guard:
@@ -118,7 +190,7 @@ def warn(line: str) -> None:
     """One ``warning:`` line with the results, never wrapped; on stderr when stdout holds JSON alone."""
     from rich.markup import escape
 
-    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(printable(line))}", soft_wrap=True)
+    (err if out.quiet else out).print(f"[yellow]warning:[/yellow] {escape(printable(line))}", soft_wrap=not wrap_lines())
 
 
 def escape_warnings() -> None:
@@ -281,12 +353,17 @@ def analysis_tables(analysis: dict) -> list:
     return parts
 
 
-def exchange_parts(exchange: dict | None) -> list:
-    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; one note line without a pair."""
+def exchange_parts(exchange: dict | None, arm_names=()) -> list:
+    """The exchange-rate table (``experiments.laws.exchange_table``) and its sentence; without a pair, one note
+    line naming the arms to add to ``arm_names`` (the ladder's) for an answer (``analysis.partners_to_add``)."""
+    from lazylab.analysis import partners_to_add
     from lazylab.exchange import at_smallest_width
 
     if not exchange or not exchange.get("rows"):
-        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init"]
+        add = partners_to_add(arm_names)
+        hint = (f"; add {' or '.join(add)} to --arms (--arms {','.join([*arm_names, add[0]])}) for an answer"
+                if add else "")
+        return ["exchange rate: no trained arm in this ladder has a frozen arm of the same unit and init" + hint]
     table = Table(title="exchange rate: the frozen width of the same unit matching a trained arm's mean accuracy "
                         "(interpolated on log m, or extrapolated from the frozen ladder law)", title_justify="left")
     for col in ("trained arm", "m", "trained acc (%)", "frozen arm", "matching frozen width", "how"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from lazylab.cli import progress
-from lazylab.cli.output import count, err, out, prepare_json, write_json
+from lazylab.cli.output import count, err, out, prepare_json, wrap_lines, write_json
 from lazylab.cli.progress import duration
 
 ANNOUNCE_S = 600.0  # a computing command estimated above this (10 minutes) says so first, and asks on a terminal
@@ -61,8 +61,8 @@ def estimate_for(command: str, ws, measure: bool = True, **kw):
     from lazylab.calibration import REFERENCE, calibration_path
 
     if measure and calibration(measure_now=False) is REFERENCE:  # never measured here: say why this takes a while
-        err.print(f"measuring this machine once for estimates (about 30 s; kept in {calibration_path()})",
-                  soft_wrap=True)
+        err.print(f"measuring this machine once for estimates (about a minute; kept in {calibration_path()})",
+                  soft_wrap=not wrap_lines())
     cal = calibration(measure_now=measure)
     limit = ws.memo.feature_limit if ws is not None else None
     address = getattr(kw.get("backend"), "address", None)
@@ -104,7 +104,9 @@ def size(nbytes: float) -> str:
 def summary(est) -> str:
     """One sentence: runs, memo hits and the estimate on this machine."""
     how = "ray, one worker per core" if est.backend == "ray" else "local"
-    return (f"{est.command}: {count(est.runs_total, 'run')} ({est.in_memo} in the memo, {est.to_compute} to compute); "
+    high = est.runs_high or est.runs_total
+    runs = count(est.runs_total, "run") if high == est.runs_total else f"{est.runs_total}-{high} runs"
+    return (f"{est.command}: {runs} ({est.in_memo} in the memo, {est.to_compute} to compute); "
             f"estimate on this machine: {duration(est.seconds)} ({how}, {est.cores} cores), peak memory "
             f"{size(est.peak_bytes)}, disk up to {size(est.disk_bytes)}")
 
@@ -171,4 +173,4 @@ def announce(est) -> None:
     if not (ctx is not None and ctx.meta.get(YES)) and stdin_is_terminal():
         click.confirm(f"{line}. Start? (--yes does not ask)", abort=True, err=True)
     elif progress.verbosity != progress.QUIET:
-        err.print(line, soft_wrap=True)
+        err.print(line, soft_wrap=not wrap_lines())

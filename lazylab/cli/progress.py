@@ -14,7 +14,7 @@ import time
 from rich.progress import ProgressColumn, TimeRemainingColumn
 from rich.text import Text
 
-from lazylab.cli.output import count, err
+from lazylab.cli.output import count, err, wrap_lines
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines of one stage (finished runs always get one)
 QUIET, NORMAL, VERBOSE = 0, 1, 2
@@ -102,7 +102,7 @@ class Display:
         """One plain progress line on stderr (not on a terminal's live display, not with -q)."""
         if verbosity > QUIET and self.rich is None:
             err.print(f"[{duration(time.monotonic() - self.t0):>10}] {text}", markup=False, highlight=False,
-                      soft_wrap=True)
+                      soft_wrap=not wrap_lines())
 
 
 class _Remaining(ProgressColumn):

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lazylab.cli.options import (arms_option, cache_limit_option, data_options, default_out, epochs_option,
                                  parse_arms, seeds_option, widths_option)
-from lazylab.cli.output import out
+from lazylab.cli.output import out, wrap_lines
 from lazylab.cli.plan import dry_run_option, plan_first, yes_option
 from lazylab.cli.progress import Display, stage_ticker
 from lazylab.paths import writable_dir
@@ -104,9 +104,9 @@ def _render(stages, out_dir, redraw, data_dir, cache_dir, settings, cache_limit=
     out.print(table)
     for e in entries:
         if e["name"] == "paper":
-            out.print(f"paper ladder: {e['spec']['source']} ({e['spec']['note']})", soft_wrap=True)  # one line
+            out.print(f"paper ladder: {e['spec']['source']} ({e['spec']['note']})", soft_wrap=not wrap_lines())  # one line
         if e["name"] == "ladder" and e["spec"].get("note"):
-            out.print(f"your ladder: {e['spec']['name']} ({e['spec']['note']})", soft_wrap=True)
+            out.print(f"your ladder: {e['spec']['name']} ({e['spec']['note']})", soft_wrap=not wrap_lines())
         if e["name"] == "trajectory":
             rates = ", ".join(f"{r['arm']} {r['lr']:g} ({r['source']})" for r in e["spec"]["arms"])
             out.print(f"trajectory rates: {rates}")

@@ -10,15 +10,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from lazylab.cli.options import json_option, list_option, seeds_option, width_option
-from lazylab.cli.output import add_notes, count, num, out, warn, write_json
+from lazylab.cli.options import _refuse_unknown_arms_now, json_option, list_option, seeds_option, width_option
+from lazylab.cli.output import add_notes, count, num, out, warn, wrap_lines, write_json
 from lazylab.cli.plan import dry_run_option
 
 STYLE = {"identical": "green", "within noise": "yellow", "diverged": "red"}
 
 
 @click.command()
-@list_option("--arms", "--arm", "arms_", help="Comma-separated arms to rerun (lazylab arms lists them) [default: every arm "
+@list_option("--arms", "--arm", "arms_", check=_refuse_unknown_arms_now, help="Comma-separated arms to rerun (lazylab arms lists them) [default: every arm "
                                      "of the reference].")
 @width_option(256, "Width of the runs to rerun: the reference's runs at this width, at every rate it holds there "
                    "(at m = 256: the rate brackets).")
@@ -39,14 +39,14 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
     XLA's CPU code differs between CPU models: stable runs reproduce bit for bit on
     another x86-64 CPU, unstable ones (large rates, loss spikes) need not. By default
     every arm's seed-0 runs at m = 256 at every rate of the reference's brackets are
-    trained again (28 runs of the paper ladder: about 5 minutes on 2 cores) and each is
-    identical (every number equal), within noise (best_acc within 2 x the reference's
+    trained again (37 runs of the shipped reference; --dry-run prices them here) and each
+    is identical (every number equal), within noise (best_acc within 2 x the reference's
     seed std at that rate) or diverged. Exit 1 when a run stable in the reference is
     diverged; docs/verify.md.
 
     \b
     Examples:
-      lazylab verify                                    # the whole sample, about 5 minutes on 2 cores
+      lazylab verify                                    # the whole sample
       lazylab verify --arms yat-frozen,relu-frozen      # two frozen arms: under a minute
       lazylab verify --dry-run                          # the runs and their estimated time
       lazylab verify --reference results.json --json verify.json
@@ -87,17 +87,17 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
         payload = {"machine": machine_description(), "reference": {"path": str(where), **prov},
                    "width": width, "seeds": list(seeds), **result.to_json()}
         write_json(json_path, payload)
-        out.print(f"this machine: {escape(machine_description())}", soft_wrap=True)
+        out.print(f"this machine: {escape(machine_description())}", soft_wrap=not wrap_lines())
         out.print(f"reference: {escape(str(where))}, computed {prov['when']} on {escape(str(prov['where']))} "
-                  f"({escape(str(prov['code']))})", soft_wrap=True)
+                  f"({escape(str(prov['code']))})", soft_wrap=not wrap_lines())
         out.print(_table(result, doc, width, seeds))
         if result.convex:
             out.print(_convex_table(result.convex, width))
         out.print(f"runs: {reporter.summary()} at {ws.memo.directory}" if cache_dir is not None else
                   f"runs: {reporter.computed} computed, in a throwaway memo (removed)")
         for a in result.arms:
-            out.print(escape(a["line"]), soft_wrap=True)
-        out.print(escape(result.verdict), soft_wrap=True)
+            out.print(escape(a["line"]), soft_wrap=not wrap_lines())
+        out.print(escape(result.verdict), soft_wrap=not wrap_lines())
     finally:
         if cache_dir is None:
             shutil.rmtree(memo, ignore_errors=True)
@@ -110,8 +110,8 @@ def _calibration(measure: bool):
     from lazylab.cli.output import err
 
     if measure and calibration(measure_now=False) is REFERENCE:
-        err.print(f"measuring this machine once for estimates (about 30 s; kept in {calibration_path()})",
-                  soft_wrap=True)
+        err.print(f"measuring this machine once for estimates (about a minute; kept in {calibration_path()})",
+                  soft_wrap=not wrap_lines())
     return calibration(measure_now=measure)
 
 

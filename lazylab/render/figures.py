@@ -9,9 +9,9 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
     seed std as error bars, each arm in its unit's colour, its init's marker
     and its bank mode's line style (``lazylab.render.style``: the same look
     in every figure and run), cells with unstable runs marked by an open
-    red ✕ (``style.WARNING_COLOUR``), and the three reference rungs of SPEC section 6 as dotted
-    lines labelled as outside values. Legends sit below the axes, never on
-    the data.
+    red ✕ (``style.WARNING_COLOUR``), and the three reference rungs of SPEC section 6 as grey
+    dash-dot lines labelled as outside values. Legends sit below the axes, never on
+    the data. Every figure speaks one line-style language (``style.LINE_STYLES``).
   * ``movement_figure`` — relative prototype movement ``w_move_rel`` vs m on
     log-log axes for the trained arms, each with its fitted movement law,
     and one pure square-root reference ``m^(+-1/2)``. Which sign: the lazy
@@ -28,8 +28,9 @@ the Agg canvas is used directly: no pyplot, no global backend switch.
     protocol's ``best_acc`` and the convex optimum's test accuracy vs m, the
     gap between them shaded.
   * ``answer_figure`` — with ``ladder --readout both``: every frozen arm's
-    convex-optimum curve, the first trained arm's accuracy as a line, and
-    each crossing (the answer) with its seed interval.
+    convex-optimum curve (dotted), the first trained arm's accuracy as a
+    dashed line, and each crossing (the answer) with its seed interval; also
+    drawn narrow (``NARROW``: legend in one column below, for a phone's width).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import numpy as np
 from lazylab.analysis import movement_law_or_why
 from lazylab.paths import write_atomically
 from lazylab.render.canvas import figure
-from lazylab.render.style import UNSTABLE_LABEL, UNSTABLE_MARKER, arm_style, key_handles
+from lazylab.render.style import LINE_STYLES, UNSTABLE_LABEL, UNSTABLE_MARKER, arm_style, key_handles
 
 # SPEC section 6: external constants from earlier work in the same series (test accuracy, %).
 REFERENCE_RUNGS = (
@@ -51,11 +52,12 @@ REFERENCE_RUNGS = (
     (85.7, "trained CNN backbone's head"),
 )
 FORMATS = ("png", "svg")
-# Legend and label sizes (points at 110 dpi: 9.5 pt is 14.5 px in the PNG). The report shows a figure at
-# its own width on a wide screen and at no less than 640 px on a narrow one (it scrolls in its box), so
-# legend text stays at 10 px or more (issue 31: 7.5 pt legends were 5 px tall at 400 px).
+# Legend and label sizes (points at 110 dpi: 9.5 pt is 14.5 px in the PNG). The report scales a figure to its
+# column; on a narrow screen the answer figure is its narrow drawing (NARROW: 4.4 in, 484 px, shown at about
+# 370 px on a 400 px screen), whose 9.5 pt legend stays 11 px tall.
 LEGEND_PT = 9.5
 LABEL_PT = 8.5
+NARROW = (4.4, 6.9)  # inches: the answer figure for screens up to 600 px wide
 
 
 def _save(fig, directory: Path, stem: str) -> list[Path]:
@@ -159,13 +161,14 @@ def accuracy_plot(payload: dict):
     ax.set_ylim(lo, hi)
     _log2_axis(ax, widths)
     for value, label in REFERENCE_RUNGS:
-        ax.axhline(value, color="0.45", linestyle=":", linewidth=1.1, zorder=0)
+        ax.axhline(value, color="0.45", linestyle=LINE_STYLES["reference"], linewidth=1.1, zorder=0)
         ax.annotate(f"outside: {value:.1f} % {label}", xy=(1.0, value), xycoords=("axes fraction", "data"),
                     xytext=(4, 0), textcoords="offset points", fontsize=LABEL_PT, color="0.3", va="center",
                     annotation_clip=False)
     from matplotlib.lines import Line2D
 
-    rung = Line2D([], [], color="0.45", linestyle=":", label="reference rungs (earlier work, not run here)")
+    rung = Line2D([], [], color="0.45", linestyle=LINE_STYLES["reference"],
+                  label="reference rungs (earlier work, not run here)")
     plan = payload["plan"]
     ax.set_ylabel("test accuracy (%), best epoch")
     epochs = plan.get("epochs")
@@ -252,7 +255,7 @@ def movement_plot(payload: dict, sqrt_sign: str = "auto"):
     anchor = float(np.mean(ly - sign * 0.5 * lx))  # through the points' centre of mass in log-log space
     xx = np.geomspace(min(widths), max(widths), 50)
     what = "Adam on a fan-in-m init" if sign > 0 else "lazy/NTK gradient descent"
-    ax.plot(xx, np.exp(anchor) * xx ** (sign * 0.5), color="0.2", linestyle=":", linewidth=1.3,
+    ax.plot(xx, np.exp(anchor) * xx ** (sign * 0.5), color="0.2", linestyle=LINE_STYLES["reference"], linewidth=1.3,
             label=f"m^({'+' if sign > 0 else '-'}1/2): square-root reference ({what})")
     ax.set_yscale("log")
     from matplotlib.ticker import FuncFormatter, LogLocator
@@ -306,8 +309,8 @@ def wall_plot(payload: dict):
         proto = np.asarray([rows[str(w)]["best_acc"] for w in x])
         conv = np.asarray([rows[str(w)]["convex_acc"] for w in x])
         ax.fill_between(x, proto, conv, color=st.colour, alpha=0.18, linewidth=0)
-        ax.plot(x, proto, color=st.colour, marker=st.marker, markersize=4, linewidth=1.5, linestyle="-")
-        ax.plot(x, conv, color=st.colour, marker="D", markersize=4, linewidth=1.5, linestyle=":")
+        ax.plot(x, proto, color=st.colour, marker=st.marker, markersize=4, linewidth=1.5, linestyle=LINE_STYLES["frozen"])
+        ax.plot(x, conv, color=st.colour, marker="D", markersize=4, linewidth=1.5, linestyle=LINE_STYLES["convex"])
         _log2_axis(ax, widths)
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(arm, fontsize=10, color=st.colour)
@@ -317,8 +320,8 @@ def wall_plot(payload: dict):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    key = [Line2D([], [], color="0.3", marker="o", linestyle="-", label="protocol: AdamW, best epoch"),
-           Line2D([], [], color="0.3", marker="D", linestyle=":", label="convex optimum (L-BFGS)"),
+    key = [Line2D([], [], color="0.3", marker="o", linestyle=LINE_STYLES["frozen"], label="protocol: AdamW, best epoch"),
+           Line2D([], [], color="0.3", marker="D", linestyle=LINE_STYLES["convex"], label="convex optimum (L-BFGS)"),
            Patch(color="0.3", alpha=0.18, label="gap between them")]
     fig.legend(handles=key, fontsize=LEGEND_PT, ncols=3, loc="outside lower center", frameon=False)
     seeds = payload["plan"].get("seeds", [])
@@ -328,18 +331,30 @@ def wall_plot(payload: dict):
 
 
 def answer_figure(payload: dict, directory: str | Path, stem: str = "answer") -> list[Path]:
-    """The answer at the optimum (``answer_plot``): ``<stem>.png`` and ``.svg``; [] (no file, an older one
-    removed) when the payload has no convex readouts or no answer row."""
-    fig = answer_plot(payload)
+    """The answer at the optimum (``answer_plot``): ``<stem>.png`` and ``.svg``, and ``<stem>_narrow.png`` (the
+    narrow drawing); [] (no file, older ones removed) when the payload has no convex readouts or no answer row."""
+    return _wide_and_narrow(answer_plot, payload, Path(directory), stem)
+
+
+def _wide_and_narrow(plot, payload: dict, directory: Path, stem: str) -> list[Path]:
+    """``plot(payload)`` as ``<stem>.png`` and ``.svg`` and ``plot(payload, narrow=True)`` as ``<stem>_narrow.png``;
+    [] (no file, older ones removed) when ``plot`` has nothing to draw (None)."""
+    fig = plot(payload)
     if fig is None:
-        return _discard(Path(directory), stem)
-    return _save(fig, Path(directory), stem)
+        (directory / f"{stem}_narrow.png").unlink(missing_ok=True)
+        return _discard(directory, stem)
+    narrow = plot(payload, narrow=True)
+    path = write_atomically(directory / f"{stem}_narrow.png",
+                            lambda tmp: narrow.savefig(tmp, format="png", metadata={"Software": None}), "--out")
+    return _save(fig, directory, stem) + [path]
 
 
-def answer_plot(payload: dict):
-    """Each frozen arm's convex-optimum test accuracy vs width (mean ± seed std), the first trained arm's
-    accuracy at its smallest width as a horizontal line, and where each frozen curve crosses it (the
-    answer, ``lazylab.exchange.crossing``) with its 95 % seed interval as a bar on the line.
+def answer_plot(payload: dict, narrow: bool = False):
+    """Each frozen arm's convex-optimum test accuracy vs width (mean ± seed std; dotted, the optimum's line
+    style), the first trained arm's accuracy at its smallest width as a dashed horizontal line (a trained
+    network's), and where each frozen curve crosses it (the answer, ``lazylab.exchange.crossing``) with its
+    95 % seed interval as a bar on the line. ``narrow``: drawn ``NARROW`` (legend in one column below,
+    every other width labelled), for a phone's width.
 
     Reads ``payload["convex"]["arms"][arm]["cells"]`` and ``payload["analysis"]["answer"]["rows"][0]``.
     Returns the ``Figure`` (not saved), or None when either is missing.
@@ -367,20 +382,19 @@ def answer_plot(payload: dict):
                    and r.get("best_acc") is not None and r["config"].get("lr") == _arm_lr(payload, first["trained"])]
         interval = seed_interval
         side = f"({payload['plan'].get('epochs')} epochs of AdamW)"
-    fig = figure((8.6, 5.4), 110, layout="constrained")
+    fig = figure(NARROW if narrow else (8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     handles = []
-    placed: list[float] = []  # crossings labelled so far
+    placed: list[tuple[float, str]] = []  # (crossing width, colour) of each frozen arm that crosses
     for arm, a in convex["arms"].items():
         pts = sorted((int(w), c["mean"], c.get("std") or 0.0) for w, c in a["cells"].items() if c.get("mean") is not None)
         if not pts:
             continue
         st = _style(payload, arm)
         x, y, s = map(np.asarray, zip(*pts))
-        # a data-seeded arm shares its unit's colour: drawn dashed as well as with its own marker
+        # dotted: read out at the optimum (style.LINE_STYLES); a data-seeded arm: its init's marker, a darker shade
         handles.append(ax.errorbar(x, y, yerr=s, color=st.colour, marker=st.marker, markersize=5, capsize=3,
-                                   linewidth=1.5, linestyle="-" if st.init == "random" else (0, (5, 2)),
-                                   label=f"{arm}, convex optimum"))
+                                   linewidth=1.6, linestyle=LINE_STYLES["convex"], label=f"{arm}, at the optimum"))
         point = crossing(x, y, target)
         if 0.0 < point < math.inf:
             ax.plot([point], [target], marker="o", markersize=9, markerfacecolor="white", markeredgecolor=st.colour,
@@ -390,46 +404,56 @@ def answer_plot(payload: dict):
                 low, high = max(low, widths[0]), min(high, widths[-1]) if math.isinf(high) else high
                 ax.plot([low, high], [target, target], color=st.colour, linewidth=5, alpha=0.35,
                         solid_capstyle="butt", zorder=5)
-            close = sum(1 for q in placed if abs(math.log2(point / q)) < 0.6)  # labels that would overlap it
-            placed.append(point)
-            ax.annotate(round2(point), (point, target), xytext=(0, 9 if close % 2 == 0 else -11 - 13 * (close // 2)),
-                        textcoords="offset points", ha="center", va="bottom" if close % 2 == 0 else "top",
-                        fontsize=9, color=st.colour, fontweight="bold")
+            placed.append((point, st.colour))
+    # Each crossing's width, in order along the line: above and below in turn, and stacked away from a label on the
+    # same side closer than `near` (in log2 width; a narrow axis packs widths closer).
+    near, sides = (1.4 if narrow else 0.6), {True: [], False: []}
+    for i, (point, colour) in enumerate(sorted(placed)):
+        up = i % 2 == 0
+        stack = sum(1 for q in sides[up] if abs(math.log2(point / q)) < near)
+        sides[up].append(point)
+        ax.annotate(round2(point), (point, target), xytext=(0, 9 + 12 * stack if up else -11 - 12 * stack),
+                    textcoords="offset points", ha="center", va="bottom" if up else "top", fontsize=9, color=colour,
+                    fontweight="bold")
     unit = first["trained"].rsplit("-", 1)[0]
-    ax.axhline(target, color="0.15", linestyle="--", linewidth=1.4, zorder=4)
+    ax.axhline(target, color="0.15", linestyle=LINE_STYLES["trained"], linewidth=1.4, zorder=4)
     from matplotlib.lines import Line2D
 
-    handles.append(Line2D([], [], color="0.15", linestyle="--",
+    handles.append(Line2D([], [], color="0.15", linestyle=LINE_STYLES["trained"],
                           label=f"{first['width']} trained {unit} units: {target:.2f} % {side}"))
     handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", linestyle="none", markersize=8,
                           label="crossing: the frozen width that matches them"))
     handles.append(Line2D([], [], color="0.4", linewidth=5, alpha=0.35, label="its 95 % interval over seeds"))
     _log2_axis(ax, widths)
     ax.set_ylabel("test accuracy (%), convex readout")
-    ax.set_title(f"How many frozen units buy {first['width']} trained ones? Frozen banks read out at the optimum, "
-                 f"{over_seeds(payload['plan'].get('seeds', []))}", fontsize=10)
+    if narrow:  # every other width labelled, so that the labels do not run together
+        ax.set_xticklabels([str(w) if i % 2 == 0 else "" for i, w in enumerate(widths)])
+        ax.set_xlabel("width m (units, log₂ axis)")
+        ax.set_title(f"Frozen units that match {first['width']} trained {unit} units,\nread out at the optimum "
+                     f"({over_seeds(payload['plan'].get('seeds', [])).split(' (')[0]})", fontsize=LEGEND_PT)
+    else:
+        ax.set_title(f"How many frozen units buy {first['width']} trained ones? Frozen banks read out at the optimum, "
+                     f"{over_seeds(payload['plan'].get('seeds', []))}", fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
-    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False)
+    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=1 if narrow else 2, loc="outside lower center", frameon=False)
     return fig
 
 
 def exchange_curve_figure(payload: dict, directory: str | Path, stem: str = "exchange") -> list[Path]:
-    """The exchange curve (``exchange_curve_plot``): ``<stem>.png`` and ``.svg``; [] (no file, an older one
-    removed) when the payload has no fair answer."""
-    fig = exchange_curve_plot(payload)
-    if fig is None:
-        return _discard(Path(directory), stem)
-    return _save(fig, Path(directory), stem)
+    """The exchange curve (``exchange_curve_plot``): ``<stem>.png``, ``.svg`` and ``<stem>_narrow.png``; [] (no
+    file, older ones removed) when the payload has no fair answer."""
+    return _wide_and_narrow(exchange_curve_plot, payload, Path(directory), stem)
 
 
-def exchange_curve_plot(payload: dict):
+def exchange_curve_plot(payload: dict, narrow: bool = False):
     """Frozen units per trained unit against the trained width, both sides at their held-out optimum.
 
     One line per frozen arm for the first trained arm of ``payload["analysis"]["fair"]["answers"]["fair"]``
     (``experiments.optimum.fair_answer``): a filled marker where the frozen curve crosses the trained accuracy
     inside the sweep, with its 95 % interval as a bar (an open end drawn as an arrow); an open triangle
     pointing up at ``widest bank / trained width`` where no bank of the sweep matches (a lower bound).
-    Returns the ``Figure`` (not saved), or None without a fair answer.
+    Lines in the style of a frozen bank read out at the optimum (``LINE_STYLES["convex"]``). ``narrow``: drawn
+    ``NARROW``, the legend in one column below. Returns the ``Figure`` (not saved), or None without a fair answer.
     """
     from lazylab.exchange import round2
 
@@ -440,7 +464,7 @@ def exchange_curve_plot(payload: dict):
     top, bottom = max(sweep), min(sweep)
     trained = fair[0]["trained"]
     rows = [r for r in fair if r["trained"] == trained]
-    fig = figure((8.6, 5.4), 110, layout="constrained")
+    fig = figure(NARROW if narrow else (8.6, 5.4), 110, layout="constrained")
     ax = fig.add_subplot()
     frozen = list(rows[0]["matches"])
     marks = set()  # the bound markers drawn, for the legend
@@ -468,8 +492,7 @@ def exchange_curve_plot(payload: dict):
                 ax.plot([x], [(top if point == "beyond" else bottom) / w], marker="^" if point == "beyond" else "v",
                         markersize=8, markerfacecolor="white", markeredgecolor=st.colour, markeredgewidth=1.6,
                         linestyle="none")
-        linestyle = "-" if st.init == "random" else (0, (5, 2))
-        ax.plot(xs, ys, color=st.colour, marker=st.marker, markersize=6, linestyle=linestyle, linewidth=1.5,
+        ax.plot(xs, ys, color=st.colour, marker=st.marker, markersize=6, linestyle=LINE_STYLES["convex"], linewidth=1.6,
                 label=f"{arm}" if xs else f"{arm}: none in the sweep")
     from matplotlib.lines import Line2D
 
@@ -493,10 +516,11 @@ def exchange_curve_plot(payload: dict):
     ax.set_xticks([r["width"] for r in rows], [str(r["width"]) for r in rows])
     ax.set_xlabel(f"trained width m ({trained})")
     ax.set_ylabel("frozen units per trained unit")
-    ax.set_title(f"What one trained {trained.rsplit('-', 1)[0]} unit is worth in frozen units, both sides at their "
-                 "held-out optimum", fontsize=10)
+    title = f"What one trained {trained.rsplit('-', 1)[0]} unit is worth in frozen units"
+    ax.set_title(title + ("\n" if narrow else ", ") + "both sides at their held-out optimum", fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
-    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=2, loc="outside lower center", frameon=False)
+    fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=1 if narrow else 2, loc="outside lower center",
+               frameon=False)
     return fig
 
 

@@ -21,7 +21,7 @@ h1{font-size:1.7rem;margin:.2rem 0 .4rem}h2{font-size:1.3rem;margin:2.4rem 0 .6r
 h3{font-size:1.05rem;margin:1.4rem 0 .4rem}
 nav a{margin-right:1rem}a{color:#0b5cad}
 figure{margin:1rem 0;background:#fff;border:1px solid #e2e2e2;padding:.6rem;border-radius:4px}
-figure img{max-width:100%;height:auto;display:block}
+figure img{max-width:min(100%,820px);height:auto;display:block}
 figcaption{font-size:.88rem;color:#444;margin-top:.4rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.86rem;background:#fff}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
@@ -35,10 +35,18 @@ p,li,figcaption,.source,summary{overflow-wrap:anywhere}
 .source{background:#fff8e1;border-left:4px solid #e0a800;padding:.5rem .8rem;margin:.6rem 0;font-size:.9rem}
 .figrow figure{margin:1rem 0}.pic{overflow-x:auto;-webkit-overflow-scrolling:touch}
 .answer{font-size:1.12rem;font-weight:600;background:#eef5ff;border-left:4px solid #0b5cad;padding:.5rem .8rem}
+.answerbox{background:#eef5ff;border-left:4px solid #0b5cad;padding:.2rem .9rem .1rem;margin:.6rem 0 1rem}
+.answerbox .answer{font-size:1.3rem;border:0;padding:.4rem 0 .2rem;margin:0;background:none}
+.answerbox .interval{margin:.1rem 0 .4rem}.answerbox ul.readouts{margin:.3rem 0;padding-left:1.2rem}
+.answerbox details.source{margin:.4rem 0 .6rem;background:#fff8e1}
+details.fold{margin:.8rem 0}details.fold>summary{font-weight:600;font-size:1rem;color:#1b1b1b}
+dl.words dt{font-weight:600;margin-top:.4rem}dl.words dd{margin:0 0 0 1.2rem}
+@media (min-width:900px){dl.words{columns:2;column-gap:2.5rem}dl.words dt{break-after:avoid}
+dl.words dd{break-before:avoid;break-inside:avoid}}
 .unstable{color:#b3261e;font-weight:600;white-space:nowrap}td.l:first-child{white-space:nowrap}
 ul.warnings{background:#fdecea;border-left:4px solid #b3261e;padding:.4rem .8rem .4rem 2rem;font-size:.9rem}
 @media (max-width:600px){main{padding:1rem .6rem 3rem}nav a{display:inline-block;margin:.1rem .6rem .1rem 0}
-figure .pic img{max-width:none;width:640px}
+figure{padding:.3rem}
 table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:auto}
 table.cards tr{border:1px solid #ddd;margin:0 0 .5rem}table.cards td{border:0;text-align:left;white-space:normal}
 table.cards td::before{content:attr(data-label) ": ";font-weight:600}}
@@ -74,7 +82,18 @@ def _table(header: list[str], rows: list[list], table_id: str | None = None, lef
     return f'<div class="scroll"><table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _img(entry: dict | None, fname: str, alt: str, caption: str) -> str:
+NARROW_MEDIA = "(max-width: 600px)"  # a figure's narrow drawing (legend below, larger type) replaces it up to this width
+
+
+def _folded(summary: str, body: str, ident: str) -> str:
+    """``body`` (HTML: a long table, a secondary figure) under a summary line (plain text, escaped here) that opens
+    it: closed until asked for, so the page stays short."""
+    return f'<details class="fold" id="{_e(ident)}"><summary>{_e(summary)}</summary>{body}</details>'
+
+
+def _img(entry: dict | None, fname: str, alt: str, caption: str, narrow: str | None = None) -> str:
+    """A figure scaled to the column's width, with its caption and file facts; ``narrow``: the file name of a
+    drawing for narrow screens (``NARROW_MEDIA``), used when the entry holds it, so its legend stays readable."""
     if not entry or fname not in entry.get("files", {}):
         return f'<p class="note">{_e(fname)} was not drawn.</p>'
     f = entry["files"][fname]
@@ -89,7 +108,10 @@ def _img(entry: dict | None, fname: str, alt: str, caption: str) -> str:
     svg = fname.rsplit(".", 1)[0] + ".svg"
     if fname.endswith(".png") and svg in entry.get("files", {}):
         extra.append(f'<a href="{_e(svg)}">SVG</a>')
-    return (f'<figure><div class="pic"><img src="{_e(fname)}" alt="{_e(alt)}"{dims} loading="eager"></div>'
+    img = f'<img src="{_e(fname)}" alt="{_e(alt)}"{dims} loading="eager">'
+    if narrow and narrow in entry.get("files", {}):
+        img = f'<picture><source media="{NARROW_MEDIA}" srcset="{_e(narrow)}">{img}</picture>'
+    return (f'<figure><div class="pic">{img}</div>'
             f'<figcaption>{caption} <span class="note">({_e(fname)}: {", ".join(extra)})</span></figcaption></figure>')
 
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from lazylab.analysis import movement_law_or_why
 from lazylab.render.figures import over_seeds
-from lazylab.render.html_parts import _e, _f, _img, _provenance, _table
+from lazylab.render.html_parts import _e, _f, _folded, _img, _provenance, _table
 
 
 def _accuracy_caption(plan: dict) -> str:
-    """The accuracy figure's caption, saying what its points and bars are for the plan's seeds."""
+    """The accuracy figure's caption, saying what its points and bars are for the plan's seeds, and its lines in
+    the figures' one line-style language (``lazylab.render.style.LINE_STYLES``)."""
     seeds = plan.get("seeds") or []
     bars = " with their std as error bars" if len(seeds) > 1 else ""
-    return (f"Test accuracy (best epoch, %) vs width m (log x), {over_seeds(seeds)}{bars}; trained arms dashed; "
-            "reference rungs dotted (outside values, not run here).")
+    return (f"Test accuracy (best epoch, %) vs width m (log x), {over_seeds(seeds)}{bars}; frozen banks solid "
+            "(the protocol's AdamW readout), trained networks dashed; reference rungs grey dash-dot (outside values, "
+            "not run here); ⚠ marks: unstable protocol runs.")
 
 
 def _unstable_mark(cell: dict) -> str:
@@ -35,21 +37,27 @@ def _unstable_table(d: dict, pid: str) -> str:
     runs = d.get("unstable_runs") or []
     if not runs:
         return ""
+    order = {a: i for i, a in enumerate(dict.fromkeys(r["arm"] for r in runs))}
+    runs = sorted(runs, key=lambda r: (order[r["arm"]], int(r["width"]), float(r["lr"]), int(r["seed"])))
     rows = [[_e(r["arm"]), _e(r["width"]), _e(r["seed"]), _f(r["lr"], "g"), _f(r.get("best_acc")),
              '<span class="unstable">⚠ unstable</span> ' + _e(r["unstable"])] for r in runs]
-    return ("<h3>Unstable runs</h3><p class=note>Training loss at the best epoch above chance (ln 10), or rising far "
-            "above its minimum. Kept in every table and fit (the protocol's bracket rule is unchanged, SPEC section 5) and "
-            "marked ⚠; bracket runs at other rates (m = 256, seed 0) are listed too, with their lr.</p>"
-            + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}))
+    return _folded(f"Unstable runs of the protocol readout ({len(rows)})",
+                   "<p class=note>Protocol (AdamW) runs whose training loss at the best epoch is above chance (ln 10), "
+                   "or rising far above its minimum. Kept in every table and fit (the protocol's bracket rule is "
+                   "unchanged, SPEC section 5) and marked ⚠; bracket runs at other rates (m = 256) are listed too, "
+                   "with their lr. The convex optimum's readouts are not protocol runs: these marks are not theirs.</p>"
+                   + _table(["arm", "m", "seed", "lr", "best_acc (%)", "why"], rows, f"{pid}unstable-table", left={0, 5}),
+                   f"{pid}unstable")
 
 
-def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
+def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool = True) -> list[str]:
     """The study's answer for one ladder, then ``after_sentence`` (HTML), then its tables and warnings.
 
     With convex readouts (``analysis["answer"]``, ``experiments.convex.answer``) the answer at the optimum leads,
     with the protocol's beside it, and its table shows each trained arm at its smallest width; otherwise the
     protocol's exchange rate (``analysis["exchange"]``) leads. The protocol's full grid (every trained width)
-    is folded away in a ``<details>``; ``text`` cells are shown verbatim."""
+    is folded away in a ``<details>``; ``text`` cells are shown verbatim. ``sentence`` False leaves the answer's
+    sentence out (the report's answer box already says it in words, ``lazylab.render.answer``)."""
     from lazylab.exchange import at_smallest_width, protocol_words
 
     a = d["analysis"]
@@ -57,7 +65,8 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
     widths = [int(w) for w in (d.get("plan") or {}).get("widths") or [1]]
     out = []
     if ans and ans.get("sentence"):
-        out.append(f'<p class="answer" id="{pid}answer">{_e(ans["sentence"])}</p>')
+        if sentence:
+            out.append(f'<p class="answer" id="{pid}answer">{_e(ans["sentence"])}</p>')
         partial = (d.get("convex") or {}).get("partial")
         if partial:
             out.append(f"<p class=note>Convex readouts at m = {_e(', '.join(map(str, partial['widths'])))} only "
@@ -74,12 +83,14 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
         out.append("<p class=note>Optimum: the convex readout (docs/convex.md), measured crossings only, linear in "
                    "log m between swept widths; 95 % percentile-bootstrap interval over seeds in brackets. Protocol: "
                    "the frozen bank's AdamW readout, which may read its ladder law beyond the sweep.</p>")
+        out += unstable_note(d)
     elif not ex:
         out += ["<p class=note>No exchange rate in these results: they were written by a lazylab without it; "
                 "<code>lazylab ladder ... --json</code> with this version adds it.</p>", after_sentence]
     if ex:
         if not ans and ex.get("sentence"):
-            out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
+            if sentence:
+                out.append(f'<p class="answer">{_e(ex["sentence"])}</p>')
             out.append(after_sentence)
         every = ex.get("rows") or []
 
@@ -92,45 +103,69 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "") -> list[str]:
         if every and not ans:  # without rows the sentence already says there is no pair
             out.append(table(at_smallest_width(every), f"{pid}exchange-table"))
         if every and (ans or len(at_smallest_width(every)) < len(every)):
-            label = "The protocol readout's exchange rate" + (f": {_e(ex['sentence'])}" if ans else "") + \
-                f" Every trained width ({len(every)} rows)"
-            out.append(f"<details><summary>{label}</summary>{table(every, f'{pid}exchange-grid')}</details>")
+            said = f"<p class=note>{_e(ex['sentence'])}</p>" if ans and ex.get("sentence") else ""
+            out.append(_folded(f"The protocol readout's exchange rate at every trained width ({len(every)} rows)",
+                               said + table(every, f"{pid}exchange-grid"), f"{pid}exchange"))
     warnings = a.get("warnings") or []
     if warnings:
         out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
     return out
 
 
-def _paper_section(e: dict | None, yours: dict | None = None) -> str:
-    """The page's lead: the paper ladder, from the memo or the shipped reference results (labelled), its
-    exchange-rate sentence, its accuracy figure beside that of your ladder (``yours``, the ladder job's entry),
-    the exchange table and warnings first; then its tables."""
+def unstable_note(d: dict) -> list[str]:
+    """A note naming the frozen arms with ⚠ marks (unstable protocol runs, in the ladder table and the accuracy
+    figure) whose banks are also read out at the optimum (``d["convex"]``): the marks belong to the protocol
+    readout, not to the optimum's numbers the answer uses. ``[]`` when no such arm."""
+    convex = set(((d.get("convex") or {}).get("arms") or {}))
+    marked = [a["arm"] for a in d.get("arms") or []
+              if a["arm"] in convex and any((c or {}).get("unstable") for c in (a.get("cells") or {}).values())]
+    if not marked:
+        return []
+    return [f"<p class=note id=marks-note>⚠ The unstable marks on {_e(', '.join(marked))} (ladder table, accuracy "
+            f"figure) belong to {'its' if len(marked) == 1 else 'their'} protocol (AdamW) runs. Read out at the "
+            "optimum, as in the answer, the same banks have no such runs.</p>"]
+
+
+def source_lines(e: dict | None) -> tuple[str, str]:
+    """Whose numbers a ladder entry shows: ``(one line of HTML, the details HTML)``. The shipped reference
+    results say where and when they were computed, and that they were not computed here; a memo's ladder says
+    it was computed here; ``e`` None or a paper ladder with no source: no ladder to answer."""
+    if not e or (e.get("data") or {}).get("source") == "none":
+        return "No ladder here yet", _e((e or {}).get("data", {}).get("note", "no ladder"))
+    d = e["data"]
+    prov = d.get("provenance") or {}
+    if d.get("source") == "reference":
+        line = (f"<b>Shipped reference results</b>, not computed on this machine: {_e(prov.get('runs'))} runs, "
+                f"{_e(prov.get('when'))}")
+        detail = (f"<p>Computed {_e(prov.get('when'))} (UTC) on {_e(prov.get('where'))} by lazylab "
+                  f"{_e(prov.get('lazylab'))} (<code>{_e(prov.get('code'))}</code>), <code>{_e(prov.get('command'))}"
+                  f"</code>; data fingerprint <code>{_e(prov.get('data'))}</code>. Once every run of the paper preset "
+                  "is in your memo, the report shows yours instead (<code>lazylab verify</code> checks that this "
+                  "machine computes the same runs).</p>")
+        return line, detail
+    if d.get("source") == "memo":
+        return ("<b>Computed here</b>: the paper preset from your memo",
+                f"<p>The paper preset (<code>lazylab ladder</code>); {_e(d.get('note'))}.</p>")
+    return (f"<b>Computed here</b>: your ladder ({_e(d.get('name'))})", f"<p>{_e(d.get('note') or '')}</p>")
+
+
+def _paper_section(e: dict | None) -> str:
+    """The paper ladder (from the memo or the shipped reference results; whose, the report's answer box says):
+    its answer table with the answer and accuracy figures, the published numbers, then its tables. (Your
+    ladder's figures are in its own section, never here too.)"""
     if not e or e["data"].get("source") in (None, "none"):
         note = (e or {}).get("data", {}).get("note", "no paper ladder")
         return (f"<p class=note>No paper ladder to show: {_e(note)}. <code>lazylab ladder</code> computes it (hours on "
                 "two cores); a release ships it as <code>lazylab/reference/paper.json</code>.</p>")
     d = e["data"]
-    prov = d.get("provenance") or {}
-    if d["source"] == "reference":
-        label = (f'<div class="source" id="paper-source"><b>Shipped reference results</b>, not computed on this machine: '
-                 f"{_e(prov.get('runs'))} runs computed {_e(prov.get('when'))} (UTC) on {_e(prov.get('where'))} by "
-                 f"lazylab {_e(prov.get('lazylab'))} (<code>{_e(prov.get('code'))}</code>), "
-                 f"<code>{_e(prov.get('command'))}</code>; data fingerprint <code>{_e(prov.get('data'))}</code>. "
-                 "Once every run of the paper preset is in your memo, this section shows yours instead.</div>")
-    else:
-        label = (f'<div class="source" id="paper-source"><b>From your memo</b>: the paper preset '
-                 f"(<code>lazylab ladder</code>); {_e(d.get('note'))}.</div>")
     figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _accuracy_caption(d["plan"]))
     if "paper_answer.png" in e.get("files", {}):
         figures = _img(e, "paper_answer.png", "the answer at the optimum",
-                       f"<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, "
-                       f"{over_seeds(d['plan'].get('seeds') or [])}) against the trained arm's accuracy (dashed); each crossing is the frozen width that "
-                       "matches it, its 95 % seed interval the shaded bar.") + figures
-    if yours and yours["data"].get("name") != "paper":
-        figures += _img(yours, "ladder_accuracy.png", "your ladder: accuracy vs width",
-                        f'<b>Your ladder</b> ({_e(yours["data"].get("name"))}; its tables are in '
-                        '<a href="#ladder">Your ladder</a>). ' + _accuracy_caption(yours["data"]["plan"]))
-    return "\n".join([label, *_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>'),
+                       f"<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, dotted, "
+                       f"{over_seeds(d['plan'].get('seeds') or [])}) against the trained units' accuracy (dashed); each "
+                       "crossing is the frozen width that matches it, its 95 % seed interval the shaded bar.",
+                       narrow="paper_answer_narrow.png") + figures
+    return "\n".join([*_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>', sentence=False),
                       _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
 
 
@@ -144,12 +179,13 @@ def _published_block(d: dict) -> str:
              f'{_e(r["verdict"])}</span>', _e(r["why"] or "-")] for r in compare(d)]
     if not rows:
         return ""
-    return ("<h3>Against the published numbers</h3>"
-            f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within 0.05 in "
-            "mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column says what this "
-            "project measured about it (docs/results.md).</p>"
-            + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
-                     "published-table", left={0, 5}))
+    agree = sum(r[4].count(">agrees<") for r in rows)
+    return _folded(f"Against the published numbers ({agree} of {len(rows)} points agree)",
+                   f"<p class=note>Agrees: within {AGREE_POINTS:g} point (accuracy, floor), or for redundancy within "
+                   "0.05 in mean |corr| and a factor 1.5 in participation ratio. Where ours differs, the last column "
+                   "says what this project measured about it (docs/results.md).</p>"
+                   + _table(["published point", "published", "ours", "difference (pts)", "verdict", "why"], rows,
+                            "published-table", left={0, 5}), "published")
 
 
 def _rate_words(plan: dict) -> str:
@@ -171,9 +207,11 @@ def _bracket_block(d: dict, pid: str) -> list[str]:
     if not rows:
         return []
     notes = [f"{_e(r[0])}: {_e(r[-1])}" for r in rows if r[-1]]
-    return ["<h3>Rate brackets</h3>", _table(list(BRACKET_HEADER[:-1]), [[_e(c) for c in r[:-1]] for r in rows],
-                                             f"{pid}bracket-table", left={0, 1, 2}),
-            *([f'<p class=note id="{pid}bracket-notes">' + "<br>".join(notes) + "</p>"] if notes else [])]
+    return [_folded(f"Rate brackets ({len(rows)} arms)",
+                    _table(list(BRACKET_HEADER[:-1]), [[_e(c) for c in r[:-1]] for r in rows], f"{pid}bracket-table",
+                           left={0, 1, 2})
+                    + (f'<p class=note id="{pid}bracket-notes">' + "<br>".join(notes) + "</p>" if notes else ""),
+                    f"{pid}brackets")]
 
 
 def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: bool = False) -> str:
@@ -228,19 +266,22 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
     out += _bracket_block(d, pid)
     if not lead:
         out.append(_img(e, f"{stem}_accuracy.png", "accuracy vs width", _accuracy_caption(plan)))
-    out += [_unstable_table(d, pid),
-            _img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / ||W0||_F "
-                 "vs width (log-log) with each trained arm's fitted law and a square-root reference.")]
+    out.append(_unstable_table(d, pid))
+    movement = [_img(e, f"{stem}_movement.png", "movement vs width", "Relative prototype movement ||W_end − W0||_F / "
+                     "||W0||_F vs width (log-log) with each trained arm's fitted law (dashed, a trained network's line) "
+                     "and a square-root reference (grey dash-dot).")]
     mv, ml = d["analysis"].get("movement") or {}, d["analysis"].get("movement_law") or {}
     if mv:
         mw = sorted({int(w) for per in mv.values() for w in per})
         laws = {arm: movement_law_or_why(ml.get(arm)) for arm in mv}
         rows = [[_e(arm), *[_f(per.get(str(w), {}).get("mean"), ".4g") for w in mw],
                  _f(laws[arm].get("slope"), ".3f"), _f(laws[arm].get("r2"), ".4f")] for arm, per in mv.items()]
-        out += ["<h3>Movement law</h3>", _table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table")]
+        movement.append(_table(["arm", *[f"m={w}" for w in mw], "slope", "R²"], rows, f"{pid}movement-table"))
         skipped = [f"{_e(arm)}: {_e(law['skipped'])}" for arm, law in laws.items() if "skipped" in law]
         if skipped:  # the reason below the table, not in a column
-            out.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
+            movement.append(f'<p class=note id="{pid}movement-notes">Not fitted: ' + "; ".join(skipped) + ".</p>")
+    if mv or f"{stem}_movement.png" in e.get("files", {}):
+        out.append(_folded("Movement law: how far trained prototypes travel", "".join(movement), f"{pid}movement"))
     gap = d["analysis"].get("gap") or {}
     if gap:
         gw = sorted({int(w) for g in gap.values() for w in g["per_width"]})
@@ -282,28 +323,31 @@ def _wall_section(e: dict, pid: str = "", stem: str = "ladder") -> list[str]:
     else:
         rows = [[_e(arm), _e(width), _f(r["best_acc"]), _f(r["final_acc"]), _f(r["convex_acc"]), _f(r["gap"], "+.2f"),
                  _f(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *")]
-                for arm, per in w["arms"].items() for width, r in per.items()]
+                for arm, per in w["arms"].items() for width, r in sorted(per.items(), key=lambda kv: int(kv[0]))]
         epochs = plan["epochs"]
         out += [f"<p>Each frozen bank's head, read out by the protocol ({epochs} AdamW epoch{'s' * (epochs != 1)}, best "
                 "epoch) and fitted to the optimum of cross-entropy + L2 (L-BFGS, lambda chosen at each width on held-out "
                 "training images). Where the shaded gap is wide, the protocol's optimiser, not the bank, sets the frozen curve. "
                 "* : the solve ended on the objective-change rule or the iteration cap, not the gradient rule.</p>",
-                _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)", "grad norm"],
-                       rows, f"{pid}wall-table"),
                 _img(e, f"{stem}_wall.png", "protocol and convex readouts vs width",
-                     "Per frozen arm: protocol best_acc (solid) and the convex optimum's test accuracy (dashed) vs width, "
-                     "the gap shaded.")]
+                     "Per frozen arm: protocol best_acc (solid) and the convex optimum's test accuracy (dotted) vs width, "
+                     "the gap shaded."),
+                _folded(f"The wall table ({len(rows)} rows)",
+                        _table(["arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train-loss gap (nats)",
+                                "grad norm"], rows, f"{pid}wall-table"), f"{pid}wall")]
     grid = d["analysis"].get("redundancy_grid")
     if grid:
         rows = [[_e(r["bank"]), _e(r["fan_in"]), _e(r["sample"]),
                  f"{r['mean_abs_corr']['mean']:.3f} ± {r['mean_abs_corr']['std']:.3f}",
                  f"{r['participation_ratio']['mean']:.1f} ± {r['participation_ratio']['std']:.1f}"] for r in grid]
         g = grid[0]
-        out += [f"<h3>Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {_e(','.join(map(str, g['seeds'])))})</h3>",
-                "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the published "
-                "0.01 / about 230 for the data-seeded bank appears only when the sample holds every seed image. On images "
-                "that seed no unit the data bank is the more redundant one (docs/results.md).</p>",
-                _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows, f"{pid}redundancy-grid", left={0, 1, 2})]
+        out.append(_folded(f"Redundancy, reconciled (m = {g['m']}, n = {g['n']}, seeds {','.join(map(str, g['seeds']))})",
+                           "<p>The published 0.42 / about 5 directions for the random Yat bank is the fan-in-d init; the "
+                           "published 0.01 / about 230 for the data-seeded bank appears only when the sample holds every "
+                           "seed image. On images that seed no unit the data bank is the more redundant one "
+                           "(docs/results.md).</p>"
+                           + _table(["bank", "fan-in", "sample", "mean |corr|", "participation ratio"], rows,
+                                    f"{pid}redundancy-grid", left={0, 1, 2}), f"{pid}redundancy"))
     else:
         out.append("<p class=note>Redundancy for each fan-in and image sample: not in the memo; <code>lazylab "
                    "redundancy</code> adds it (docs/results.md, \"Redundancy, reconciled\").</p>")

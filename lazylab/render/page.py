@@ -1,24 +1,52 @@
 """The report page of ``lazylab render report``: one self-contained HTML file (inline CSS, no script, no external
 request; images by relative links into the same folder) built from the manifest.
 
-Sections in order: the paper ladder (``lazylab.render.ladder_sections``), your ladder, the Gram
-crystallization, the readout race, the prototype trajectories, the NTK lab with its sweep, scalar
-model and audit, and the versions and data behind the page.
+In order: the title and whose numbers these are (computed here, or the shipped reference results); the answer
+box (``lazylab.render.answer``: the answer in plain words, one line per readout, the provenance folded away);
+the paper ladder (``lazylab.render.ladder_sections``), your ladder, the Gram crystallization, the readout race,
+the prototype trajectories, the NTK lab with its sweep, scalar model and audit; "Words used here"; the versions
+and data behind the page.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _img, _provenance, _table
-from lazylab.render.ladder_sections import _ladder_section, _paper_section
+from lazylab.render.answer import answer_box, answer_words, words_section
+from lazylab.render.html_parts import CSS, _checks_table, _e, _f, _folded, _img, _provenance, _table
+from lazylab.render.ladder_sections import _ladder_section, _paper_section, source_lines
 
 
 _NTK_JOBS = ("ntk_lab", "ntk_lab_figure", "ntk_sweep", "ntk_scalar", "ntk_audit")
 # The page's sections: anchor, navigation label, the jobs that fill it (none: always shown).
 _SECTIONS = (("paper", "paper ladder", ()), ("ladder", "your ladder", ()), ("gram", "Gram", ("gram",)),
              ("readout", "readout", ("readout",)), ("trajectory", "trajectories", ("trajectory", "trajectory_finals")),
-             ("ntk", "NTK", _NTK_JOBS), ("provenance", "versions", ()))
+             ("ntk", "NTK", _NTK_JOBS), ("words", "words", ()), ("provenance", "versions", ()))
+
+
+def _lead(J: dict) -> dict | None:
+    """The ladder entry the answer box reads: the paper ladder when there is one (memo or shipped reference),
+    else your ladder."""
+    pap = J.get("paper")
+    if pap and (pap.get("data") or {}).get("source") not in (None, "none"):
+        return pap
+    return J.get("ladder")
+
+
+def _header(lead: dict | None, env: dict, data_info: dict, now: str) -> str:
+    """The line under the title: whose numbers the answer and the paper ladder are (shipped or computed here),
+    that the other sections were computed here, when and by what the page was written."""
+    source = ((lead or {}).get("data") or {}).get("source")
+    if source == "reference":
+        whose = ("The answer and the paper ladder are shipped reference results, computed on another machine "
+                 "(below the answer: where and when); every other section was computed here, from your memo.")
+    elif lead is not None:
+        whose = "Every number on this page was computed here, from your memo."
+    else:
+        whose = "Nothing here yet answers the question: no ladder."
+    return (f"<p class=note>Fashion-MNIST. {whose} Written {_e(now)} by lazylab {_e(env.get('lazylab'))}; data "
+            f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Each picture's exact configuration, "
+            "memo keys and versions are under it.</p>")
 
 
 def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
@@ -26,19 +54,22 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
     J = manifest["jobs"]
     data_info = manifest.get("data", {})
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    parts = [f"<h1>lazylab: how many random neurons buy a trained one?</h1>"
-             f"<p class=note>Fashion-MNIST, measured. Written {_e(now)} by lazylab {_e(env.get('lazylab'))}; data "
-             f"fingerprint <code>{_e(data_info.get('fingerprint', '-'))}</code>. Every picture below comes from the "
-             f"memo (or was computed for it); its exact configuration, memo keys and the versions that drew it are "
-             f"under each one.</p>",
+    lead = _lead(J)
+    d = (lead or {}).get("data") or {}
+    words = answer_words(d.get("analysis") or {}, d.get("plan") or {},
+                         {a["arm"]: a.get("init") for a in d.get("arms") or []}) if lead else None
+    source, provenance = source_lines(lead)
+    parts = [f"<h1>lazylab: how many random neurons buy a trained one?</h1>",
+             answer_box(words, source, provenance),
+             _header(lead, env, data_info, now),
              "<nav>" + "".join(f'<a href="#{anchor}">{label}</a>' for anchor, label, jobs in _SECTIONS
                                if not jobs or any(j in J for j in jobs)) + "</nav>"]
 
     pplan = ((J.get("paper") or {}).get("data") or {}).get("plan") or {}
     shape = (f" ({len(pplan['arms'])} arms, {len(pplan['widths'])} widths, {len(pplan['seeds'])} seeds)"
              if pplan.get("arms") else "")
-    parts.append(f'<section id="paper"><h2>The answer: the paper ladder{shape}</h2>'
-                 + _paper_section(J.get("paper"), J.get("ladder")) + "</section>")
+    parts.append(f'<section id="paper"><h2>The paper ladder{shape}</h2>'
+                 + _paper_section(J.get("paper")) + "</section>")
     lad, pap = J.get("ladder"), J.get("paper")
     if lad and pap and lad["data"].get("name") == "paper" and pap["data"].get("source") == "memo":
         body = "<p class=note>Your ladder is the paper ladder, shown above from your memo.</p>"
@@ -126,7 +157,8 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             f"{s['disagreement']:.4f}.</p>"
             + _img(lab, "ntk_lab.gif", "network vs linearization through training",
                    "Function space, losses and kernel drift through training (log-spaced steps).")
-            + _img(labf, "ntk_lab.png", "1-D lab at the last step", "The lab at the last step.")
+            + _folded("The lab at the last step (figure)", _img(labf, "ntk_lab.png", "1-D lab at the last step",
+                                                                  "The lab at the last step."), "ntk-lab-last")
             + _table(["model", "train MSE", "test MSE", "relative movement"], rows, "lab-table")
             + _provenance(lab or labf))
     sw = J.get("ntk_sweep")
@@ -140,7 +172,9 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             + _img(sw, "ntk_sweep.png", "drift and disagreement vs width",
                    f"NTK drift (slope {sl['drift']['slope']:.2f}) and network-vs-linearization disagreement (slope "
                    f"{sl['disagreement']['slope']:.2f}) shrink with width; mean ± std over seeds.")
-            + _table(["m", "NTK drift", "disagreement (RMS)", "movement"], rows, "sweep-table") + _provenance(sw))
+            + _folded(f"The sweep's table ({len(rows)} widths)",
+                      _table(["m", "NTK drift", "disagreement (RMS)", "movement"], rows, "sweep-table"), "ntk-sweep")
+            + _provenance(sw))
     sc = J.get("ntk_scalar")
     if sc:
         d = sc["data"]
@@ -148,18 +182,21 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
             "<h3>Scalar factorized model (exact)</h3>"
             + _img(sc, "ntk_scalar.png", "scalar model", "f = a b x: closed forms (lines) against RK4 integration (markers), "
                    "the two negative controls and the two-mode residual decay.")
-            + _checks_table(d["checks"], "scalar-checks")
+            + _folded(f"Its {len(d['checks'])} checks ({sum(1 for c in d['checks'] if c['passed'] == c['expect'])} as "
+                      "required)", _checks_table(d["checks"], "scalar-checks"), "ntk-scalar-checks")
             + f"<p>Two-mode decay at t = {d['t_end']:g}: {d['mode1_end']:.3e} and {d['mode2_end']:.4f}. Table: "
               f'<a href="ntk_scalar.csv">ntk_scalar.csv</a>.</p>' + _provenance(sc))
     au = J.get("ntk_audit")
     if au:
         checks = au["data"]["checks"]
         ok = sum(1 for c in checks if c["ok"])
-        parts.append(f"<h3>Audit of the 1-D lab</h3><p>{ok}/{len(checks)} checks behave as required.</p>"
-                     + _checks_table(checks, "audit-table") + _provenance(au))
+        parts.append(f"<h3>Audit of the 1-D lab</h3>"
+                     + _folded(f"{ok}/{len(checks)} checks behave as required", _checks_table(checks, "audit-table"),
+                               "ntk-audit") + _provenance(au))
     if ntk:
         parts.append("</section>")
 
+    parts.append(words_section())
     vrows = [[_e(k), _e(v)] for k, v in env.items()]
     prow = [[_e(p["unit"]), _e(p["distribution"]), _e(p["version"]), _e(p["status"])] for p in plugin_rows]
     parts.append(
@@ -167,8 +204,9 @@ def report_html(manifest: dict, env: dict, plugin_rows: list[dict]) -> str:
         "<p>This page was written with the versions below. Each artifact above lists the versions that drew it; the "
         "memo keys its results by configuration (arm, plugin distribution and version, width, seed, rate, epochs, "
         "batch, data fingerprint, cache schema), not by library version.</p>"
-        + _table(["package", "version"], vrows, "versions-table", left=2)
-        + "<h3>Units (plugins)</h3>" + _table(["unit", "distribution", "version", "status"], prow, "plugins-table", left=4)
+        + _folded(f"Packages ({len(vrows)})", _table(["package", "version"], vrows, "versions-table", left=2), "versions")
+        + _folded(f"Units (plugins: {len(prow)})", _table(["unit", "distribution", "version", "status"], prow,
+                                                          "plugins-table", left=4), "units")
         + f"<p>Data: <code>{_e(data_info.get('directory', '-'))}</code>, fingerprint "
           f"<code>{_e(data_info.get('fingerprint', '-'))}</code> (SHA-256 over the four IDX files; "
           f"<code>lazylab data info</code>).</p></section>")

@@ -47,7 +47,7 @@ from lazylab.render.page import report_html
 from lazylab.render.provenance import _jsonable, _sha256, file_facts, plugins, versions
 from lazylab.render.trajectory import trajectory_finals
 
-RENDER_SCHEMA = 3  # bump when a picture's drawing changes: every job is then redrawn (from the memo)
+RENDER_SCHEMA = 4  # bump when a picture's drawing changes: every job is then redrawn (from the memo)
 MANIFEST = "manifest.json"
 REPORT = "report.html"
 GIF_JOBS = ("gram", "readout", "trajectory", "ntk_lab")

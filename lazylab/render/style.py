@@ -25,8 +25,11 @@ a unit's colour (nor close to one: the Okabe–Ito orange and vermillion are
 not used for warnings, so a mark never reads as a ReLU point); grey is kept
 for reference lines and legend keys. The init is the marker (random ``o``,
 data ``^``) and, for a unit's second init (Yat's data seeding), a darker
-shade of its colour too; the bank mode is the line style (frozen solid,
-trained dashed). So ``yat-frozen``, ``yat-trained``, ``yat-data-frozen`` and
+shade of its colour too. The line style says what a curve is, the same in every
+figure (``LINE_STYLES``): a frozen bank read out by the protocol (AdamW) solid,
+the same bank read out at the convex optimum dotted, a trained network dashed,
+and a reference from outside the ladder (earlier work's rungs, a law's slope)
+grey dash-dot. So ``yat-frozen``, ``yat-trained``, ``yat-data-frozen`` and
 ``yat-data-trained`` are four distinct blue lines, the last two darker.
 
 An arm name is resolved through the unit registry when the unit is
@@ -62,10 +65,14 @@ SECOND_INIT_DARKEN = 0.45  # a unit's second init is drawn in its colour mixed t
 RIGHT_COLOUR, WRONG_COLOUR = OKABE_ITO["bluish green"], OKABE_ITO["vermillion"]
 INIT_MARKERS = {"random": "o", "data": "^"}
 OTHER_INIT_MARKER = "D"
-MODE_LINESTYLES = {"frozen": "-", "trained": "--"}
+# The one line-style language of every figure (the report's captions and legends say it the same way).
+LINE_STYLES = {"frozen": "-", "trained": "--", "convex": ":", "reference": "-."}
+LINE_MEANINGS = {"frozen": "frozen bank, protocol readout (AdamW)", "trained": "trained network",
+                 "convex": "frozen bank, readout at the optimum", "reference": "reference from outside the ladder"}
+MODE_LINESTYLES = {"frozen": LINE_STYLES["frozen"], "trained": LINE_STYLES["trained"]}
 UNSTABLE_MARKER = dict(marker="X", markersize=11, markerfacecolor="none", markeredgecolor=WARNING_COLOUR,
                        markeredgewidth=1.6, linestyle="none")
-UNSTABLE_LABEL = "unstable run (train loss > ln 10 at best epoch, or rising)"
+UNSTABLE_LABEL = "unstable protocol (AdamW) run: train loss > ln 10, or rising"
 # Known units whose default init is not "random" (used only when the registry cannot say).
 _DEFAULT_INIT = {"gaussian": "data"}
 
@@ -180,7 +187,7 @@ def key_handles(styles: list[ArmStyle]) -> list:
         handles.append(Line2D([], [], color="0.35", linestyle="none", marker=INIT_MARKERS.get(init, OTHER_INIT_MARKER),
                               label=f"marker: {init} init"))
     for mode in sorted({s.mode for s in styles}):
-        handles.append(Line2D([], [], color="0.35", linestyle=MODE_LINESTYLES[mode], label=f"line: {mode} bank"))
+        handles.append(Line2D([], [], color="0.35", linestyle=MODE_LINESTYLES[mode], label=f"line: {LINE_MEANINGS[mode]}"))
     return handles
 
 

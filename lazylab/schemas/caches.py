@@ -66,6 +66,9 @@ class CalibrationDoc(BaseModel):
     version: Annotated[int, Field(ge=1)] = CALIBRATION_VERSION
     measured_at: Text = ""
     seconds: Annotated[float, Field(ge=0, le=MAX_COMPILE_S)] = 0.0
+    # Version 2 (defaults: a version-1 file still reads back, and is measured again for its version)
+    convex_eval_a: FeatureCost = 2.7e-7  # seconds per image of one convex evaluation
+    convex_eval_b: FeatureCost = 1.2e-9  # seconds per image x unit
 
 
 # ------------------------------------------------------------------ memo records

@@ -1,0 +1,117 @@
+"""Issue 49, point 6: terminal manners.
+
+$COLUMNS honoured in a pipe (tables fit, in ASCII rules); the suggestions for ``--quick`` and a long option
+with one dash; a bare unit name answered with its arms; an unknown arm refused before any unit is imported;
+a ladder without a frozen/trained pair naming the arm to add. Nothing trained.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from cli_helpers import assert_one_line_error, run
+
+from lazylab.analysis import partners_to_add
+from lazylab.cli.options import could_be_arm
+from lazylab.cli.output import exchange_parts
+
+
+def test_columns_sets_the_width_of_tables_in_a_pipe(capsys, memo_dir, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, wide, _ = run(capsys, "arms")
+    assert code == 0 and max(map(len, wide.splitlines())) > 60  # a log keeps the table's rows whole
+    monkeypatch.setenv("COLUMNS", "60")
+    code, narrow, _ = run(capsys, "arms")
+    assert code == 0
+    rows = narrow.splitlines()
+    assert max(len(r.encode()) for r in rows) <= 60, narrow  # bytes: awk counts them
+    assert rows[0].startswith("+") and all(r.isascii() for r in rows if r.startswith(("+", "|")))
+    first_column = "".join(r.split("|")[1].strip() for r in rows[3:-1])
+    for arm in ("yat-frozen", "relu-trained", "gaussian-frozen"):  # folded onto the next lines, not cut
+        assert arm in first_column, narrow
+
+
+def test_a_preset_name_given_as_an_option_suggests_the_preset(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "--quick")
+    assert_one_line_error(code, err, "'--quick'", "did you mean '--preset quick'?")
+    code, _, err = run(capsys, "ladder", "--paper", "--dry-run")
+    assert_one_line_error(code, err, "did you mean '--preset paper'?")
+
+
+def test_a_long_option_with_one_dash_is_told_it_needs_two(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "-preset", "quick")
+    line = assert_one_line_error(code, err, "'-preset'", "two dashes (--preset)")
+    assert "'-p'" not in line
+    code, _, err = run(capsys, "ladder", "-preset=quick")
+    assert_one_line_error(code, err, "(--preset)")
+    code, _, err = run(capsys, "ladder", "--prset", "quick")  # two dashes, mistyped: click's own suggestion
+    assert_one_line_error(code, err, "'--prset'", "--preset")
+
+
+def test_a_bare_unit_name_is_answered_with_its_arms(capsys, memo_dir):
+    code, _, err = run(capsys, "ladder", "--arms", "yat", "--dry-run")
+    line = assert_one_line_error(code, err, "unknown arm 'yat': yat is a unit")
+    assert line.endswith("its arms are yat-frozen, yat-trained, yat-data-frozen, yat-data-trained")
+    code, _, err = run(capsys, "gram", "--arm", "relu", "--dry-run")
+    assert_one_line_error(code, err, "relu-frozen, relu-trained")
+
+
+def test_arm_names_of_an_arm_form():
+    units = ("yat", "relu")
+    assert could_be_arm("yat-frozen", units) and could_be_arm("yat-data-trained", units)
+    assert not could_be_arm("yat-frozn", units) and not could_be_arm("gauss-frozen", units)
+    assert not could_be_arm("yat", units) and not could_be_arm("yat-data", units)
+
+
+def test_an_unknown_arm_is_refused_before_any_unit_is_imported(memo_dir):
+    """In a fresh interpreter, as typed, beside a memo holding results: one line, exit 2, and jax (a unit's
+    import, seconds) never imported. (Its time, 0.4-0.6 s on quiet cores, is not asserted here: a test beside
+    busy cores cannot time it.)"""
+    from lazylab.cache import Memo
+
+    memo = Memo(memo_dir)
+    memo.put_record("convex-" + "0" * 32, {"config": {"arm": "yat-frozen"}})  # a listing would load the units
+    memo.close()
+    probe = ("import sys; from lazylab.cli import main\n"
+             "try:\n    main(['ladder', '--arms', 'yat-frozn'])\n"
+             "except SystemExit as e:\n    print(e.code, 'jax' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ)
+    *said, verdict = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("error: unknown arm 'yat-frozn' (did you mean 'yat-frozen'?)"), said
+    assert said[0].endswith("available: gaussian-frozen, gaussian-trained, relu-frozen, relu-trained, rff-frozen, "
+                            "rff-trained, yat-frozen, yat-trained, and arms of other inits (lazylab arms lists every arm)")
+    assert verdict.split() == ["2", "False"]
+
+
+def test_the_arm_to_add_when_no_pair_shares_unit_and_init():
+    assert partners_to_add(["yat-frozen", "relu-frozen"]) == ["yat-trained", "relu-trained"]
+    assert partners_to_add(["yat-data-trained"]) == ["yat-data-frozen"]
+    assert partners_to_add(["yat-frozen", "yat-trained", "relu-frozen"]) == []  # a pair already
+    line, = exchange_parts(None, ["yat-frozen", "relu-frozen"])
+    assert line.endswith("add yat-trained or relu-trained to --arms (--arms yat-frozen,relu-frozen,yat-trained) "
+                         "for an answer")
+
+
+def test_results_in_a_pipe_are_spelt_in_ascii_and_fit_in_bytes():
+    """A table in a pipe: ASCII rules, ``±`` as ``+/-`` before rich lays it out, so no line passes the width in bytes."""
+    import io
+
+    from rich.table import Table
+
+    from lazylab.cli.output import ResultsConsole
+
+    sink = io.StringIO()
+    console = ResultsConsole(file=sink, width=40, highlight=False)
+    table = Table(title="brackets: mean ± seed std")
+    table.add_column("arm")
+    table.add_column("rates")
+    table.add_row("yat-frozen", "0.03: 78.04 ± 0.56, 0.1: 81.47 ± 0.28, 0.3: 82.94 ± 0.26")
+    console.print(table)
+    console.print("R² † exact")
+    text = sink.getvalue()
+    assert text.isascii() and "+/-" in text and "R^2 + exact" in text
+    assert max(len(line.encode()) for line in text.splitlines()) <= 40
+    cell = "".join(line.split("|")[2] for line in text.splitlines()[3:-1] if line.startswith("|"))
+    assert cell.replace(" ", "") == "0.03:78.04+/-0.56,0.1:81.47+/-0.28,0.3:82.94+/-0.26"  # folded, every digit kept
