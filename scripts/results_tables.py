@@ -36,6 +36,8 @@ def _md(header: list[str], rows: list[list[str]]) -> str:
 
 def fair_table(payload: dict) -> str:
     """Every trained width of every trained arm at its held-out optimum, matched by each frozen arm."""
+    from lazylab.exchange import round2
+
     fair = payload["analysis"]["fair"]
     frozen = list(fair["answers"]["fair"][0]["matches"]) if fair["answers"]["fair"] else []
     rows = []
@@ -44,7 +46,7 @@ def fair_table(payload: dict) -> str:
         for f in frozen:
             hit = r["matches"].get(f)
             per = hit and hit["per_unit"][0]
-            cells.append("-" if hit is None else hit["text"] + (f" ({per:.3g} per unit)" if isinstance(per, float) else ""))
+            cells.append("-" if hit is None else hit["text"] + (f" ({round2(per)} per unit)" if isinstance(per, float) else ""))
         rows.append([r["trained"], str(r["width"]), f"{r['trained_acc']:.2f}", *cells])
     return _md(["trained arm", "m", "test % (optimum)", *frozen], rows)
 

@@ -64,6 +64,16 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool 
     ex, ans = a.get("exchange"), a.get("answer")
     widths = [int(w) for w in (d.get("plan") or {}).get("widths") or [1]]
     out = []
+    if a.get("fair"):  # the fair answer leads; the answer at both readouts folds under it
+        out += _fair_block(a["fair"], pid, after_sentence)
+        after_sentence = ""
+        if ans and ans.get("sentence"):
+            out.append(_folded("The frozen side at its optimum against the trained side read by the protocol "
+                               "(the answer before the trained side had an optimum)",
+                               "".join(_exchange_block({**d, "analysis": {**a, "fair": None, "exchange": None,
+                                                                          "warnings": None}}, pid + "previous-")),
+                               f"{pid}previous"))
+            ans = None
     if ans and ans.get("sentence"):
         if sentence:
             out.append(f'<p class="answer" id="{pid}answer">{_e(ans["sentence"])}</p>')
@@ -109,6 +119,47 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool 
     warnings = a.get("warnings") or []
     if warnings:
         out.append(f'<ul class="warnings" id="{pid}warnings">' + "".join(f"<li>⚠ {_e(w)}</li>" for w in warnings) + "</ul>")
+    return out
+
+
+FAIR_NAMES = {"fair": "both at their held-out optimum", "test_selected": "trained optimum chosen on the test set",
+              "trained_protocol": "trained side by the protocol, frozen at the optimum",
+              "protocol": "both by the protocol (12 epochs of AdamW)"}
+
+
+def _fair_block(fair: dict, pid: str, figures: str) -> list[str]:
+    """The fair answer (``experiments.optimum.fair_answer``): one row per trained width of its first trained arm
+    with each frozen bank's match and frozen units per trained unit, ``figures`` (HTML), the readings side by side
+    for the smallest width (folded), and the method in one paragraph."""
+    from lazylab.exchange import round2
+
+    rows_all = fair["answers"]["fair"]
+    first = rows_all[0]
+    mine = [r for r in rows_all if r["trained"] == first["trained"]]
+    frozen = list(first["matches"])
+    rows = [[_e(r["width"]), _f(r["trained_acc"]),
+             *[_e(r["matches"][f]["text"]) + (f" <small>({round2(r['matches'][f]['per_unit'][0])} per unit)</small>"
+                                            if isinstance(r["matches"][f]["per_unit"][0], float) else "")
+               for f in frozen]] for r in mine]
+    out = [_table([f"trained {first['trained']} m", "test acc (%)", *frozen], rows, f"{pid}fair-table",
+                  left={2, 3, 4, 5}, cards=True), figures]
+    readings = []
+    for name, label in FAIR_NAMES.items():
+        r = next((x for x in fair["answers"].get(name, []) if (x["trained"], x["width"]) == (first["trained"],
+                                                                                          first["width"])), None)
+        if r is not None:
+            readings.append([_e(label), _f(r["trained_acc"]), *[_e(r["matches"][f]["text"]) for f in frozen]])
+    out.append(_folded(f"How each reading moves the answer ({first['width']} trained units)",
+                       _table(["reading", "trained (%)", *frozen], readings, f"{pid}readings", left={0, 2, 3, 4, 5}),
+                       f"{pid}readings-fold"))
+    others = [r for r in rows_all if r["trained"] != first["trained"]]
+    if others:
+        grid = [[_e(r["trained"]), _e(r["width"]), _f(r["trained_acc"]),
+                 *[_e(r["matches"][f]["text"]) if f in r["matches"] else "-" for f in frozen]] for r in others]
+        out.append(_folded(f"The other trained arms at their optimum ({len(others)} rows)",
+                           _table(["trained arm", "m", "test acc (%)", *frozen], grid, f"{pid}fair-grid",
+                                  left={0, 3, 4, 5, 6}), f"{pid}fair-others"))
+    out.append(f"<p class=note>{_e(fair['method'])}</p>")
     return out
 
 
@@ -159,12 +210,20 @@ def _paper_section(e: dict | None) -> str:
                 "two cores); a release ships it as <code>lazylab/reference/paper.json</code>.</p>")
     d = e["data"]
     figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _accuracy_caption(d["plan"]))
+    fair = bool((d.get("analysis") or {}).get("fair"))
     if "paper_answer.png" in e.get("files", {}):
         figures = _img(e, "paper_answer.png", "the answer at the optimum",
                        f"<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, dotted, "
-                       f"{over_seeds(d['plan'].get('seeds') or [])}) against the trained units' accuracy (dashed); each "
-                       "crossing is the frozen width that matches it, its 95 % seed interval the shaded bar.",
+                       f"{over_seeds(d['plan'].get('seeds') or [])}) against the trained units' accuracy (dashed"
+                       + (", at their held-out optimum" if fair else "") + "); each crossing is the frozen width that "
+                       "matches it, its 95 % seed interval the shaded bar.",
                        narrow="paper_answer_narrow.png") + figures
+    if "paper_exchange.png" in e.get("files", {}):
+        figures = _img(e, "paper_exchange.png", "frozen units per trained unit",
+                       "<b>The exchange curve.</b> Frozen units per trained unit against the trained width, both "
+                       "sides at their held-out optimum: a filled marker where a frozen bank of the sweep matches, "
+                       "with its 95 % interval; an open triangle where none does (a lower bound).",
+                       narrow="paper_exchange_narrow.png") + figures
     return "\n".join([*_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>', sentence=False),
                       _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
 
