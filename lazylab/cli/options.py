@@ -256,13 +256,11 @@ ARM_MODES = ("frozen", "trained")
 
 def installed_units() -> tuple[str, ...]:
     """The unit names registered in the entry-point group ``lazylab.arms`` that ``LAZYLAB_ARMS`` lets load, sorted,
-    read from the installed distributions' metadata: no unit is imported."""
-    from importlib.metadata import entry_points
+    read from the installed distributions' metadata (``lazylab.arms.registry`` lists them without importing any)."""
+    from lazylab.arms import registry
 
-    from lazylab.arms import ENTRY_POINT_GROUP, _wanted
-
-    wanted = _wanted()
-    return tuple(sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP) if not wanted or ep.name in wanted}))
+    reg = registry()
+    return tuple(sorted(set(reg.entries) | set(reg.units)))
 
 
 def could_be_arm(name: str, units) -> bool:
