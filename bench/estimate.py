@@ -1,6 +1,6 @@
 """Plan against wall: what ``--dry-run`` says a command costs, then what it takes, from an empty memo and compile cache.
 
-Usage: .venv/bin/python bench/estimate.py [--only quick,convex,verify] [--markdown]
+Usage: .venv/bin/python bench/estimate.py [--only quick,convex,verify,optimum] [--markdown]
 
 For each command below, in its own empty temporary memo and jax compilation cache (a fresh clone's
 first run), as a user runs them (subprocesses of ``.venv/bin/lazylab``):
@@ -13,8 +13,9 @@ first run), as a user runs them (subprocesses of ``.venv/bin/lazylab``):
    per phase the estimate against the records' own seconds where the command writes records.
 
 The commands: the quick preset (``ladder --preset quick``), a small convex ladder (``CONVEX``: two
-frozen arms, widths 64 and 256, seeds 0 and 1, ``--readout convex``) and ``verify`` (every arm's
-seed-0 runs at m = 256 of the shipped reference). ``--markdown`` ends with the table that
+frozen arms, widths 64 and 256, seeds 0 and 1, ``--readout convex``), ``verify`` (every arm's
+seed-0 runs at m = 256 of the shipped reference, and its convex readouts there) and a small ladder with
+the trained side at its optimum (``OPTIMUM``: ``--readout both`` with yat-trained at widths 16 and 64). ``--markdown`` ends with the table that
 docs/performance.md ("Estimates against wall time") holds. This machine's calibration
 (``lazylab.calibration``) is measured first if it never was, so that no plan pays for it.
 """
@@ -35,7 +36,10 @@ from pathlib import Path
 
 LAZYLAB = str(Path(sys.executable).parent / "lazylab")
 CONVEX = ["ladder", "--arms", "yat-frozen,relu-frozen", "--widths", "64,256", "--seeds", "0,1", "--readout", "convex"]
-COMMANDS = {"quick": ["ladder", "--preset", "quick"], "convex": CONVEX, "verify": ["verify"]}
+# The trained side at its optimum (--readout both with a trained arm): one trained arm's selection runs and refits.
+OPTIMUM = ["ladder", "--arms", "yat-frozen,yat-trained", "--widths", "16,64", "--seeds", "0,1", "--epochs", "3",
+           "--readout", "both"]
+COMMANDS = {"quick": ["ladder", "--preset", "quick"], "convex": CONVEX, "verify": ["verify"], "optimum": OPTIMUM}
 LOAD_EVERY_S = 5.0
 
 
@@ -86,6 +90,10 @@ def phases_measured(name: str, result: dict) -> dict:
     elif name != "verify":  # verify's JSON holds its rows' verdicts, not their records' seconds
         for r in result.get("runs", []):
             out["runs"] += r.get("seconds") or 0.0
+        optimum = result.get("optimum") or {}
+        for part, phase in (("runs", "optimum"), ("fits", "optimum-refit")):
+            for r in optimum.get(part, []):
+                out[phase] += r.get("seconds") or 0.0
     return dict(out)
 
 
@@ -93,7 +101,7 @@ def phases_planned(name: str, plan: dict) -> dict:
     """Estimated seconds per phase of a ``--dry-run --json`` plan (ladder phases folded into ``runs``)."""
     out: dict = defaultdict(float)
     for r in plan["runs"]:
-        out[r["phase"] if name == "convex" else "runs"] += r["seconds"]
+        out[r["phase"] if name == "convex" or r["phase"].startswith("optimum") else "runs"] += r["seconds"]
     return dict(out)
 
 
