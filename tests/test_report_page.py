@@ -36,16 +36,19 @@ def test_the_answer_in_plain_words_is_first_under_the_title(reference_page):
     assert re.match(r"\s*<h1>[^<]*</h1>\s*<section id=\"answer\"", body), body[:300]
     box = body.split('<section id="answer"', 1)[1].split("</section>", 1)[0]
     assert f'id="answer-headline">{words.headline}</p>' in box
-    row = payload["analysis"]["answer"]["rows"][0]
-    per = row["cheapest"]["width"] / row["width"]
-    assert words.headline.startswith(f"One trained Yat unit is worth about {about(per)} ")
-    lo, hi = (v / row["width"] for v in row["cheapest"]["interval"])
+    # the fair answer leads: both sides at their held-out optimum, the cheapest frozen bank matching first
+    row = payload["analysis"]["fair"]["answers"]["fair"][0]
+    cheapest = min((m for m in row["matches"].values() if isinstance(m["width"], (int, float))),
+                   key=lambda m: m["width"])
+    assert words.headline.startswith(f"One trained Yat unit is worth about {about(cheapest['width'] / row['width'])} ")
+    lo, hi = (v / row["width"] for v in cheapest["interval"])
     assert words.interval.startswith(f"Across seeds: {about(lo)} to {about(hi)} Gaussian units")
     assert len(words.headline.split()) <= 25  # read in ten seconds
-    # one line per readout, each with its numbers; the jargon linked to "Words used here"
-    assert [label.split(" (")[0] for label, _ in words.readouts] == ["at the optimum", "by the protocol"]
-    assert row["cheapest"]["text"] in box and row["same"]["text"] in box
-    for anchor in ("optimum", "protocol", "interval"):
+    # one line per reading, each with its numbers; the jargon linked to "Words used here"
+    assert [label.split(" (")[0] for label, _ in words.readouts] == [
+        "both at their held-out optimum", "trained side by the protocol, frozen at the optimum", "both by the protocol"]
+    assert cheapest["text"] in box and row["matches"]["yat-frozen"]["text"] in box
+    for anchor in ("fair", "optimum", "protocol", "interval"):
         assert f'href="#w-{anchor}"' in box and f'id="w-{anchor}"' in page
     assert {a for a, _, _ in WORDS} <= set(re.findall(r'<dt id="w-([a-z]+)">', page))
     # whose numbers: one line, folded, with where and when inside
