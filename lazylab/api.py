@@ -161,7 +161,7 @@ def _convex_cells(convex: dict | None, where: str, at: str) -> Rows:
 
 
 def _wall_rows(wall: dict | None, where: str) -> Rows:
-    """``WallRow`` rows of ``analysis["wall"]`` (``experiments.convex.wall``), arms in file order, widths ascending."""
+    """``WallRow`` rows of ``analysis["wall"]`` (``experiments.convex_wall.wall``), arms in file order, widths ascending."""
     out = Rows()
     if wall is None:
         return out
@@ -246,7 +246,8 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
 
     from lazylab.arms import get_arm
     from lazylab.experiments import Reporter, Workspace
-    from lazylab.experiments.convex import LAMBDAS, convex_file, with_convex
+    from lazylab.experiments.convex import LAMBDAS
+    from lazylab.experiments.convex_wall import convex_file, with_convex
     from lazylab.experiments.ladder import preset_plan, run_ladder
     from lazylab.experiments.laws import analyse_ladder, missing_message
 

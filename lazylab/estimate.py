@@ -35,8 +35,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from lazylab.calibration import Calibration, calibration, calibration_path
-
-D, BATCH, N_TEST = 784, 256, 10000
+from lazylab.cost_model import BATCH, D, N_TEST, feature_bytes, features_s, head_group_s, trained_group_s
 # Fixed cost of a computing command beyond its runs: imports, loading the data,
 # the analysis, tables and figures. Measured on the quick preset on the 2-core
 # machine (2026-12-03): 54.9 s wall against 49.2 s summed over its runs' records.
@@ -73,30 +72,6 @@ NTK_RUN_S = 0.75
 # checks): measured by bench/estimate.py --cold, docs/performance.md (2026-12-03).
 EXTENSION_RATES, COLD_BANK_COMPILES = 0.75, 1.75
 NTK_PEAK_BYTES = 520 * 2**20  # peak RSS of `lazylab ntk lab` (no data, no bank)
-
-# ------------------------------------------------------------------ the cost model
-def trained_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
-    """Seconds to train ``members`` runs of a trained arm as one program, compilation excluded:
-    ``epochs * (steps * (a + S b m) + S * (10000 / 256) * b m / 3)``, ``steps = train_size // 256``."""
-    steps = train_size // BATCH
-    evaluation = members * (N_TEST / BATCH) * cal.step_b * width / 3
-    return epochs * (steps * (cal.step_a + members * cal.step_b * width) + evaluation)
-
-
-def head_group_s(cal: Calibration, width: int, members: int, epochs: int, train_size: int) -> float:
-    """Seconds to train ``members`` heads on stored ``(train_size, width)`` features as one program."""
-    return epochs * (train_size // BATCH) * (cal.head_a + members * cal.head_b * width)
-
-
-def features_s(cal: Calibration, width: int, n_images: int) -> float:
-    """Seconds to compute a frozen bank's ``(n_images, width)`` features."""
-    return n_images * width * cal.feature_s
-
-
-def feature_bytes(width: int, train_size: int) -> int:
-    """Bytes of a frozen bank's float32 train and test features, ``4 (train_size + 10000) width``."""
-    return 4 * (train_size + N_TEST) * width
-
 
 def compile_cache_warm() -> bool:
     """Whether jax's persistent compilation cache is on and holds programs (``lazylab.xla_cache``).

@@ -64,7 +64,7 @@ def annealed_s(pricer, arm, width: int, members: int, epochs: int, rows: int, ev
     """CPU seconds per run of a group of ``members`` annealed runs of ``arm`` at ``width`` on ``rows`` images for
     ``epochs`` epochs with ``evaluations`` 10,000-image evaluations an epoch (``estimate.trained_group_s`` prices
     one), its compilation once per shape."""
-    from lazylab.estimate import BATCH, N_TEST, trained_group_s
+    from lazylab.cost_model import BATCH, N_TEST, trained_group_s
 
     cal = pricer.cal
     s = pricer.compile_s(True, ("optimum", arm.name, width, members, rows, evaluations), arm)

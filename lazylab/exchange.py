@@ -19,6 +19,23 @@ from lazylab.analysis import finite_pairs
 EXCHANGE_METHODS = ("interpolated", "extrapolated", "never", "none")
 
 
+UNIT_NAMES = {"yat": "Yat", "relu": "ReLU", "gaussian": "Gaussian", "rff": "random Fourier"}
+
+
+def unit_name(arm: str) -> str:
+    """``"Yat"`` for ``yat-data-frozen``: the unit's name as prose spells it (a plugin's as registered)."""
+    unit = arm.split("-", 1)[0]
+    return UNIT_NAMES.get(unit, unit)
+
+
+def bank_words(arm: str, init: str | None) -> str:
+    """``"random frozen Gaussian units"``; a data-seeded bank ``"frozen Yat units centred on training images"``."""
+    kind = "frozen" if arm.endswith("-frozen") else "trained"
+    if init == "data":
+        return f"{kind} {unit_name(arm)} units centred on training images"
+    return f"random {kind} {unit_name(arm)} units"
+
+
 def format_width(m: float) -> str:
     """A matching width for a table: ``"812"``, ``"3.1e+05"`` from 100,000 up."""
     return f"{m:.0f}" if m < 1e5 else f"{m:.2g}"

@@ -140,21 +140,21 @@ CONVEX = ["ladder", "--arms", "relu-frozen", "--widths", "8,16", "--seeds", "0,1
 
 @pytest.mark.slow
 def test_ray_convex_readouts_equal_the_local_ones(ladders, capsys):
-    """Convex cells and lambda choices are backend jobs too: through Ray (a choice per width, then 4 cells)
-    they equal the local ones bit for bit."""
+    """Convex cells, lambda choices and their refinements are backend jobs too: through Ray (a choice and its
+    refinement per width, then 4 cells) they equal the local ones bit for bit."""
     _, memos, _ = ladders
     docs = {}
     for name, extra in (("local", []), ("ray", ["--backend", "ray"])):
         path = memos[name].parent / f"convex-{name}.json"
         code, out, err = run(capsys, *CONVEX, *extra, "--cache-dir", memos[name], "--json", path)
         assert code == 0, err
-        assert "convex readouts: 6 computed, 0 from the memo" in out  # a lambda choice per width and 4 cells
+        assert "convex readouts: 8 computed, 0 from the memo" in out  # a choice and a refinement per width, 4 cells
         docs[name] = json.loads(path.read_text())["convex"]
     strip = {part: [{k: v for k, v in r.items() if k != "seconds"} for r in docs["local"][part]]
-             for part in ("runs", "choices")}
+             for part in ("runs", "choices", "refinements")}
     for part, records in strip.items():
         assert records == [{k: v for k, v in r.items() if k != "seconds"} for r in docs["ray"][part]], part
-    assert len(strip["choices"]) == 2 and len(strip["runs"]) == 4
+    assert len(strip["choices"]) == len(strip["refinements"]) == 2 and len(strip["runs"]) == 4
     assert all(25 < r["test_acc"] < 90 for r in strip["runs"])  # m = 8 and 16 on 2,048 images
 
 

@@ -170,7 +170,7 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     if readout == "both":
         import dataclasses
 
-        from lazylab.experiments.convex import with_convex
+        from lazylab.experiments.convex_wall import with_convex
 
         frozen = dataclasses.replace(plan, arms=tuple(a for a in healthy if not a.trained))
         convex = _convex_phase(ws, frozen, lambdas, report, est)
@@ -272,7 +272,7 @@ def _lambda_runs(lambdas: dict) -> str:
 
 def _convex_ladder(ws, plan, lambdas, report, json_path, climb_widths, climb_gain, est=None) -> None:
     """``ladder --readout convex``: every frozen arm's convex optimum per width, its table and law."""
-    from lazylab.experiments.convex import convex_file, lambda_at_edge
+    from lazylab.experiments.convex_wall import convex_file, lambda_at_edge
 
     convex = _convex_phase(ws, plan, lambdas, report, est)
     _echo_problems(ws)

@@ -394,7 +394,7 @@ def exchange_parts(exchange: dict | None, arm_names=()) -> list:
 
 
 def answer_parts(answer: dict | None, sweep: list[int]) -> list:
-    """The answer at both readouts (``experiments.convex.answer``): one row per trained arm at its smallest
+    """The answer at both readouts (``experiments.convex_wall.answer``): one row per trained arm at its smallest
     width, and its sentence."""
     from lazylab.exchange import at_smallest_width, protocol_words
 
@@ -490,13 +490,13 @@ def add_notes(table: Table, notes: list[str]) -> None:
 
 
 def edge_note(at_edge: list[int]) -> list[str]:
-    """The note on readouts whose lambda is an end of the path (``experiments.convex.lambda_at_edge``), if any."""
+    """The note on readouts whose lambda is an end of the path (``experiments.convex_wall.lambda_at_edge``), if any."""
     edge, total = at_edge
     return [f"lambda: at or past an end of the path in {edge} of {total} readouts (--lambdas extends the path)"] if edge else []
 
 
 def wall_tables(w: dict) -> list:
-    """The wall table (``experiments.convex.wall``) and both curves' ladder laws, as rich tables."""
+    """The wall table (``experiments.convex_wall.wall``) and both curves' ladder laws, as rich tables."""
     table = Table(title="the wall: protocol (AdamW) readout against the convex optimum, mean over seeds",
                   title_justify="left")
     for col in ("arm", "m", "best_acc", "final_acc", "convex", "gap (pts)", "train loss: protocol",

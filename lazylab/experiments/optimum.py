@@ -385,7 +385,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
 
 def with_optimum(ws: Workspace, payload: dict, result, convex: dict, plan, arms,
                  reporter: Reporter = Reporter()) -> dict:
-    """A ``--readout both`` ladder payload (``convex.with_convex``'s) with the trained side at its optimum, as
+    """A ``--readout both`` ladder payload (``convex_wall.with_convex``'s) with the trained side at its optimum, as
     ``lazylab ladder --readout both --json`` writes it: ``optimum`` (``run_optimum`` for the trained arms among
     ``arms`` at ``plan``'s widths, seeds and protocol, budget ``optimum_budget(plan.epochs)``; in memo-only mode
     the records missing from the memo left out) and ``analysis.fair`` (``fair_answer``). Nothing is added
@@ -513,7 +513,7 @@ def fair_answer(result, convex: dict, optimum: dict, arms, x_ref=None) -> dict:
                        sum(r["config"]["arm"] == f.name for r in used)] for f in frozen_arms}
     return {"sweep": widths, "level": ex.INTERVAL_LEVEL, "answers": answers, "costs": costs, "capped": capped,
             "unrefined": convex.get("unrefined") or [],
-            "sentence": fair_sentence(answers["fair"], widths),
+            "sentence": fair_sentence(answers["fair"], widths, {a.name: a.init for a in arms}),
             "method": FAIR_METHOD.format(budget=optimum["budget"], images=f"{result.plan['train_size']:,}")}
 
 
@@ -527,20 +527,20 @@ FAIR_METHOD = (
     "choices).")
 
 
-def _unit(arm: str) -> str:
-    return arm.rsplit("-", 1)[0].replace("-data", " data-seeded")
-
-
-def fair_sentence(rows: list[dict], sweep) -> str:
+def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     """The fair answer in plain words: what one trained unit of the first trained arm is worth in frozen units
-    of the cheapest matching bank, at its smallest trained width, and at its widest where measured."""
+    of the cheapest matching bank, at its smallest trained width, and at its widest where measured. ``inits``:
+    ``{arm: init}`` (a data-seeded bank is named as such, ``exchange.bank_words``)."""
+    from lazylab.exchange import bank_words, unit_name
+
+    inits = inits or {}
     if not rows:
         return "No trained arm at its optimum in this ladder: no fair exchange rate."
     first = [r for r in rows if r["trained"] == rows[0]["trained"]]
-    unit = _unit(first[0]["trained"])
+    unit = unit_name(first[0]["trained"])
 
     def cheapest(r):
-        found = [(m["width"], f) for f, m in r["matches"].items() if isinstance(m["width"], float)]
+        found = [(m["width"], f) for f, m in r["matches"].items() if isinstance(m["width"], (int, float))]
         return min(found) if found else None
 
     r = first[0]
@@ -549,13 +549,12 @@ def fair_sentence(rows: list[dict], sweep) -> str:
     if best is None:
         return (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched by no frozen bank up to "
                 f"{top:,} units: at their optimum, one trained {unit} unit is worth more than {top // r['width']:,} "
-                f"random ones.")
+                f"frozen ones.")
     width, frozen = best
     m = r["matches"][frozen]
-    per = width / r["width"]
-    text = (f"One trained {unit} unit is worth about {ex_round(per)} random {_unit(frozen)} units: "
-            f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched by {m['text']} frozen "
-            f"{_unit(frozen)} units")
+    text = (f"One trained {unit} unit is worth about {ex_round(width / r['width'])} "
+            f"{bank_words(frozen, inits.get(frozen))}: {r['width']} trained {unit} units ({r['trained_acc']:.1f} %) "
+            f"are matched by {m['text']} of them")
     wide = first[-1]
     if wide is not r:
         b = cheapest(wide)
@@ -563,8 +562,8 @@ def fair_sentence(rows: list[dict], sweep) -> str:
             text += (f"; {wide['width']} trained units ({wide['trained_acc']:.1f} %) by no frozen bank up to {top:,} "
                      f"units (more than {top // wide['width']:,} per trained unit)")
         else:
-            text += (f"; {wide['width']} trained units by {wide['matches'][b[1]]['text']} frozen {_unit(b[1])} units "
-                     f"(about {ex_round(b[0] / wide['width'])} per trained unit)")
+            text += (f"; {wide['width']} trained units by {wide['matches'][b[1]]['text']} "
+                     f"{bank_words(b[1], inits.get(b[1]))} (about {ex_round(b[0] / wide['width'])} per trained unit)")
     return text + "."
 
 

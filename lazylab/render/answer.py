@@ -5,7 +5,7 @@ as the first thing under the report's title. Sources, the first a ladder holds w
 
 1. ``analysis["fair"]`` (``lazylab.experiments.optimum.fair_answer``): both sides at their held-out optimum,
    beside the readings that move it (the trained side read by the protocol; the protocol on both sides);
-2. ``analysis["answer"]`` (``lazylab.experiments.convex.answer``): each frozen bank read out at the optimum
+2. ``analysis["answer"]`` (``lazylab.experiments.convex_wall.answer``): each frozen bank read out at the optimum
    (the convex readout) and by the protocol (AdamW), per trained arm and width, with seed intervals;
 3. ``analysis["exchange"]`` (``lazylab.experiments.laws.exchange_table``): the protocol's exchange rate alone.
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from lazylab.exchange import bank_words, unit_name
 from lazylab.render.html_parts import _e
 
-UNIT_NAMES = {"yat": "Yat", "relu": "ReLU", "gaussian": "Gaussian", "rff": "random Fourier"}
 # The glossary at the end of the report: anchor, word, meaning (plain words, one or two sentences).
 WORDS = (
     ("unit", "unit", "one artificial neuron: a simple function of the image (Yat, ReLU or Gaussian) set by a "
@@ -55,20 +55,6 @@ class AnswerWords:
     interval: str = ""
     readouts: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def unit_name(arm: str) -> str:
-    """``"Yat"`` for ``yat-data-frozen``: the unit's name as prose spells it (a plugin's as registered)."""
-    unit = arm.split("-", 1)[0]
-    return UNIT_NAMES.get(unit, unit)
-
-
-def bank_words(arm: str, init: str | None) -> str:
-    """``"random frozen Gaussian units"``; a data-seeded bank ``"frozen Yat units centred on training images"``."""
-    kind = "frozen" if arm.endswith("-frozen") else "trained"
-    if init == "data":
-        return f"{kind} {unit_name(arm)} units centred on training images"
-    return f"random {kind} {unit_name(arm)} units"
 
 
 def about(x: float) -> str:

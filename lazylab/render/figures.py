@@ -281,7 +281,7 @@ def wall_figure(payload: dict, directory: str | Path, stem: str = "wall") -> lis
 
     Args:
       payload: a ladder payload whose ``["analysis"]["wall"]["arms"]`` is
-        ``{arm: {str(width): {"best_acc", "convex_acc", ...}}}`` (``experiments.convex.wall``).
+        ``{arm: {str(width): {"best_acc", "convex_acc", ...}}}`` (``experiments.convex_wall.wall``).
       directory: output folder (created).
     Returns: the two paths written (``<stem>.png``, ``.svg``); [] (no file, an older one
     removed) when no arm has a row.

@@ -53,7 +53,7 @@ def _unstable_table(d: dict, pid: str) -> str:
 def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool = True) -> list[str]:
     """The study's answer for one ladder, then ``after_sentence`` (HTML), then its tables and warnings.
 
-    With convex readouts (``analysis["answer"]``, ``experiments.convex.answer``) the answer at the optimum leads,
+    With convex readouts (``analysis["answer"]``, ``experiments.convex_wall.answer``) the answer at the optimum leads,
     with the protocol's beside it, and its table shows each trained arm at its smallest width; otherwise the
     protocol's exchange rate (``analysis["exchange"]``) leads. The protocol's full grid (every trained width)
     is folded away in a ``<details>``; ``text`` cells are shown verbatim. ``sentence`` False leaves the answer's

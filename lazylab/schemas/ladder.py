@@ -346,7 +346,7 @@ class GridRow(Model):
 
 
 class WallRow(Model):
-    """``analysis.wall.arms[arm][str(width)]``: ``lazylab.experiments.convex.wall``."""
+    """``analysis.wall.arms[arm][str(width)]``: ``lazylab.experiments.convex_wall.wall``."""
 
     best_acc: Accuracy
     final_acc: Accuracy | None = None
@@ -381,7 +381,7 @@ class Match(Model):
 
 
 class AnswerRow(Model):
-    """``analysis.answer.rows[i]``: ``lazylab.experiments.convex.answer``."""
+    """``analysis.answer.rows[i]``: ``lazylab.experiments.convex_wall.answer``."""
 
     trained: Name
     width: Width

@@ -193,14 +193,14 @@ def wall_analysis(ws: Workspace, plan, result, analysis: dict) -> dict:
     """Add what ``ladder --readout both`` and ``lazylab redundancy`` left in the memo for this ladder.
 
     ``analysis["wall"]`` and ``analysis["answer"]``: the wall table and the answer at both readouts
-    (``experiments.convex.wall``, ``answer``) when every frozen arm's convex readout at the plan's widths
+    (``experiments.convex_wall.wall``, ``answer``) when every frozen arm's convex readout at the plan's widths
     and seeds (default lambda grid) is in the memo; ``analysis["fair"]``: the fair answer
     (``experiments.optimum.fair_answer``) when the trained optimum is there too (``optimum_in_memo``);
     ``analysis["redundancy_grid"]``: the default ``redundancy_grid`` when all its measurements are. Absent
     ones are left out: the report says how to add them.
     Returns: ``{"convex": run_convex_ladder's result, "optimum": optimum_in_memo's}``, each only when found.
     """
-    from lazylab.experiments.convex import answer, wall
+    from lazylab.experiments.convex_wall import answer, wall
     from lazylab.experiments.optimum import fair_answer
     from lazylab.model import N_REF
 
