@@ -64,9 +64,10 @@ def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, c
 
     \b
     Examples:
-      lazylab runs --arm yat-frozen --csv runs.csv    # one row per yat-frozen run
+      # one row per yat-frozen run
+      lazylab runs --arm yat-frozen --csv runs.csv
       lazylab runs --kinds run --widths 16,32,...,1024 --seeds 0
-      lazylab runs --all                              # stale plugin rows and other code's too
+      lazylab runs --all  # stale plugin rows and other code's too
       lazylab runs --json - | python -m json.tool
     """
     from lazylab.config import code_identity
