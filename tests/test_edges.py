@@ -58,6 +58,34 @@ def test_an_interrupt_in_a_garbage_collector_callback_is_not_printed():
     assert [type(u.exc_value) for u in seen] == [ValueError]
 
 
+def test_a_ctrl_c_during_an_import_is_delivered_once_the_import_is_over(tmp_path, monkeypatch):
+    """A Ctrl-C while jaxlib's native modules initialised (0.7 s into a ladder) raised KeyboardInterrupt inside
+    their initialisation: the process died of SIGSEGV or SIGABRT and said nothing. The module here interrupts
+    itself half-way through its import; the import finishes, and the interrupt comes right after."""
+    import importlib
+
+    from lazylab.cli import progress
+
+    (tmp_path / "lazylab_interrupted_import.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.3)  # the handler runs here, inside the import\n"
+        "FINISHED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(progress, "interrupted", False)
+    imported = []
+    previous = signal.signal(signal.SIGINT, progress.on_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            module = importlib.import_module("lazylab_interrupted_import")
+            imported.append(module.FINISHED and progress.interrupted)  # whole, the interrupt remembered
+            time.sleep(5)  # delivered again meanwhile
+        assert imported == [True], "interrupted inside the import"
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.modules.pop("lazylab_interrupted_import", None)
+
+
 @pytest.mark.slow  # starts the console script five times
 def test_a_ctrl_c_in_the_first_seconds_is_one_quiet_line(tmp_path):
     env = {**os.environ, "LAZYLAB_CACHE": str(tmp_path / "memo")}
@@ -99,6 +127,23 @@ def test_a_unit_name_is_bounded_in_length():
     assert _check_contract(Unit(name=longest, bank=ReluBank), longest).name == longest
     with pytest.raises(ContractError, match=f"at most {UNIT_NAME_MAX} characters"):
         _check_contract(Unit(name=longest + "a", bank=ReluBank), longest + "a")
+
+
+def test_a_100000_character_arm_name_is_refused_at_once_in_one_short_line(capsys, memo_dir):
+    """It was refused after the memo's listing was read, in a 100 kB line that echoed the whole name."""
+    from lazylab.arms import ARM_NAME_MAX, get_arm
+    from lazylab.errors import LazylabError
+
+    assert ARM_NAME_MAX == len("a" * 64 + "-random-trained")  # the longest a unit can make
+    name = "a" * 100_000 + "-frozen"
+    start = time.perf_counter()
+    code, out, err = run(capsys, "ladder", "--arms", f"yat-frozen,{name}", "--widths", "8", "--dry-run")
+    assert time.perf_counter() - start < 10
+    line = assert_one_line_error(code, err, f"unknown arm {'a' * 40 + '...'!r}: 100,007 characters, longer than any "
+                                            f"arm name (at most {ARM_NAME_MAX}")
+    assert len(line) < 300 and out == "", line
+    with pytest.raises(LazylabError, match="100,007 characters"):
+        get_arm(name)  # the API's lookup too
 
 
 def test_a_feature_write_tries_again_when_another_process_removes_its_folder(tmp_path, monkeypatch):

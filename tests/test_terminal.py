@@ -115,3 +115,51 @@ def test_results_in_a_pipe_are_spelt_in_ascii_and_fit_in_bytes():
     assert max(len(line.encode()) for line in text.splitlines()) <= 40
     cell = "".join(line.split("|")[2] for line in text.splitlines()[3:-1] if line.startswith("|"))
     assert cell.replace(" ", "") == "0.03:78.04+/-0.56,0.1:81.47+/-0.28,0.3:82.94+/-0.26"  # folded, every digit kept
+
+
+def test_every_help_page_fits_80_columns(capsys, monkeypatch):
+    """``COLUMNS=80 lazylab verify --help`` printed two example lines of 87 and 89 characters (click wraps the
+    text, never a ``\\b`` block of examples); every command's page, every line."""
+    import click
+
+    from lazylab.cli import cli
+
+    def commands(group, path):
+        yield path
+        for name, sub in getattr(group, "commands", {}).items():
+            yield from commands(sub, [*path, name])
+
+    monkeypatch.setenv("COLUMNS", "80")
+    pages = list(commands(cli, []))
+    assert ["verify"] in pages and ["render", "report"] in pages and len(pages) > 20
+    for path in pages:
+        code, out, err = run(capsys, *path, "--help")
+        assert code == 0 and out, (path, err)
+        assert [line for line in out.splitlines() if len(line) > 80] == [], path
+
+
+def test_runs_leaves_out_columns_rather_than_cut_every_cell_at_80_columns(tmp_path, capsys, monkeypatch):
+    """``COLUMNS=80 lazylab runs`` fitted 80 characters by cutting every cell: ``yat-froz``, ``m`` empty."""
+    import json
+
+    from lazylab.cache import Memo
+    from lazylab.config import code_identity
+    from lazylab.memo_disk import _seal
+    from lazylab.reference import load_reference
+
+    memo = Memo(tmp_path / "memo")
+    for record in load_reference()["payload"]["convex"]["runs"][-6:]:  # the widest arms and widths
+        memo._cache.set(record["key"], _seal(json.dumps(record).encode(), record["key"]), tag=code_identity())
+    memo.close()
+    shown = {}
+    for columns in ("80", "300"):
+        monkeypatch.setenv("COLUMNS", columns)
+        code, shown[columns], err = run(capsys, "runs", "--cache-dir", tmp_path / "memo")
+        assert code == 0, err
+    narrow, wide = shown["80"].splitlines(), shown["300"].splitlines()
+    assert max(map(len, narrow)) <= 80, shown["80"]
+    rows = sorted(tuple(c.strip() for c in line.split("|")[2:5]) for line in narrow if line.startswith("| convex"))
+    assert rows == sorted((r["config"]["arm"], str(r["config"]["width"]), str(r["config"]["seed"]))  # whole, not cut
+                          for r in load_reference()["payload"]["convex"]["runs"][-6:]), shown["80"]
+    assert "columns left out to fit 80 characters: " in shown["80"] and "detail" in shown["80"]
+    assert "left out" not in shown["300"] and "| detail" in shown["300"] and "| stored (UTC)" in shown["300"]

@@ -45,6 +45,17 @@ CONTRACT_VERSION = 4
 UNIT_NAME_MAX = 64
 UNIT_NAME = re.compile(rf"^[a-z][a-z0-9_]{{0,{UNIT_NAME_MAX - 1}}}$")
 INITS = ("random", "data")
+# The longest arm name a unit can make, ``<unit>-<init>-trained`` (79 characters).
+ARM_NAME_MAX = UNIT_NAME_MAX + max(len(i) + 1 for i in INITS) + len("-trained")
+
+
+def refuse_long_arm_name(name: str) -> None:
+    """Raise LazylabError (one line, the name cut to its first 40 characters) for a name longer than any arm's
+    (``ARM_NAME_MAX``): no unit makes it, so it is neither compared with the arms nor printed whole (a
+    100,000-character name was echoed in a 100 kB error line)."""
+    if len(name) > ARM_NAME_MAX:
+        raise LazylabError(f"unknown arm {name[:40] + '...'!r}: {len(name):,} characters, longer than any arm name "
+                           f"(at most {ARM_NAME_MAX}: a unit name of at most {UNIT_NAME_MAX}, its init and mode)")
 DEFAULT_LR_GRIDS = {
     # SPEC section 5: learning-rate bracketing grids.
     "trained": (3e-3, 1e-2, 3e-2),
@@ -380,4 +391,4 @@ if "jax" in sys.modules:  # a plugin imports jax, then this: the settings before
 
 __all__ = ["Unit", "Arm", "UnitFailure", "ContractError", "PluginError", "Registry", "CONTRACT_VERSION",
            "ENTRY_POINT_GROUP", "UNIT_COLOURS", "check_bank", "bank_parameters", "key_hint", "plugin_error", "smoke_check", "source_hash", "note", "registry",
-           "reset_registry", "get_arm", "strict_plugins"]
+           "reset_registry", "get_arm", "strict_plugins", "ARM_NAME_MAX", "refuse_long_arm_name"]

@@ -348,6 +348,9 @@ class Registry:
     def arm(self, name: str):
         """The arm ``name`` (``yat-frozen``), importing its unit only. Raises: LazylabError (one line) for an
         unknown arm, naming why its unit did not load when it did not, and under strict mode when it cannot."""
+        from lazylab.arms import refuse_long_arm_name
+
+        refuse_long_arm_name(name)
         unit = unit_of(name)
         self.load(unit)
         if unit in self.units:

@@ -32,8 +32,8 @@ def arms(json_path, check, list_checks):
     \b
     Examples:
       lazylab arms
-      lazylab arms --check                 # run the conformance suite on real images
-      lazylab arms --check --list          # the check ids, for expected_failed_checks
+      lazylab arms --check         # run the conformance suite on real images
+      lazylab arms --check --list  # the check ids, for expected_failed_checks
       lazylab arms --json - | jq '.arms[].arm'
     """
     from rich.markup import escape
@@ -106,7 +106,8 @@ def new_unit(name, parent):
     \b
     Examples:
       lazylab new-unit cauchy && pip install -e cauchy && pytest cauchy
-      lazylab ladder --arms cauchy-frozen,yat-frozen --widths 16 --seeds 0 --epochs 1
+      lazylab ladder --arms cauchy-frozen,yat-frozen --widths 16 --seeds 0 \\
+        --epochs 1
     """
     from lazylab.scaffold import write_unit_package
 
@@ -200,9 +201,11 @@ def cache():
     \b
     Examples:
       lazylab cache info
-      lazylab cache prune                  # drop entries computed by older code, and unreadable ones
-      lazylab cache check                  # drop unreadable entries only
-      lazylab runs --arm yat-frozen        # list the runs themselves
+      # drop entries computed by older code, and unreadable ones
+      lazylab cache prune
+      lazylab cache check  # drop unreadable entries only
+      # list the runs themselves
+      lazylab runs --arm yat-frozen
     """
 
 

@@ -103,7 +103,8 @@ def ladder(preset, arms_, widths, seeds, epochs, lr, bracket_rule, train_size, f
     \b
     Examples:
       lazylab ladder --preset quick --dry-run    # the plan and its estimated cost
-      lazylab ladder --arms yat-frozen,relu-frozen --widths 16,32,...,1024 --seeds 0-2
+      lazylab ladder --arms yat-frozen,relu-frozen --widths 16,32,...,1024 \\
+        --seeds 0-2
       lazylab ladder --preset paper --json results.json --backend ray
     """
     from lazylab.experiments import Workspace
@@ -318,7 +319,7 @@ def redundancy(arms_, width, images, seeds, fan_ins, samples, train_size, json_p
 
     \b
     Examples:
-      lazylab redundancy                       # the 2 x 3 x 2 table of docs/results.md
+      lazylab redundancy  # the 2 x 3 x 2 table of docs/results.md
       lazylab redundancy --arms relu-frozen --fan-in unit --sample first-n
     """
     from lazylab.experiments import Workspace

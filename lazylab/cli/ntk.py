@@ -37,8 +37,9 @@ def ntk():
 
     \b
     Examples:
-      lazylab ntk lab --widths 8,16,...,1024     # drift and disagreement shrink with width
-      lazylab ntk audit                          # every SPEC check, pass/fail
+      # drift and disagreement shrink with width
+      lazylab ntk lab --widths 8,16,...,1024
+      lazylab ntk audit  # every SPEC check, pass/fail
       lazylab ntk arm --arm yat-trained --width 64
     """
 
@@ -69,8 +70,8 @@ def ntk_lab(width, lr, steps, bump, noise, seed, data_seed, frames, widths, swee
 
     \b
     Examples:
-      lazylab ntk lab                              # m = 32: the network leaves its linearization
-      lazylab ntk lab --width 1024                 # wide: it stays lazy
+      lazylab ntk lab               # m = 32: the network leaves its linearization
+      lazylab ntk lab --width 1024  # wide: it stays lazy
       lazylab ntk lab --widths 8,16,...,1024 --json - | jq .slopes
     """
     from lazylab.experiments.ntk import LabConfig, run_lab, sweep
@@ -237,7 +238,8 @@ def ntk_arm(arm_name, width, probe, seed, lr, epochs, train_size, method, memory
     \b
     Examples:
       lazylab ntk arm --arm yat-trained --width 64
-      lazylab ntk arm --arm relu-trained --width 1024 --epochs 1 --json - | jq .drift
+      lazylab ntk arm --arm relu-trained --width 1024 --epochs 1 --json - \\
+        | jq .drift
     """
     from lazylab.cli.options import get_arm
     from lazylab.experiments import Workspace

@@ -280,17 +280,19 @@ def refuse_unknown_arms(names) -> None:
     Left to ``get_arm`` (which loads the units): a name of an arm's form (``could_be_arm``), a bare unit name
     (answered with its arms), and a name closest to an arm of another init (``yat-data-frozn``: whether a unit
     has that init is known only once it is loaded).
-    Raises: LazylabError, one line: the name, the closest arm (``did_you_mean``), the arms every installed unit
-      has, and, for a name of an arm's form, the memo's results of that name (``_held_in_memo``).
+    Raises: LazylabError, one line: for a name longer than any arm's, its length (``refuse_long_arm_name``);
+      else the name, the closest arm (``did_you_mean``), the arms every installed unit has, and, for a name of an
+      arm's form, the memo's results of that name (``_held_in_memo``).
     """
     import difflib
     import os
 
-    from lazylab.arms import INITS
+    from lazylab.arms import INITS, refuse_long_arm_name
     from lazylab.errors import LazylabError
 
     units = installed_units()
     for name in names:
+        refuse_long_arm_name(name)
         if not name or name in units or could_be_arm(name, units):
             continue
         plain = [f"{u}-{mode}" for u in units for mode in ARM_MODES]

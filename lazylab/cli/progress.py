@@ -266,11 +266,36 @@ def sweep(backend, experiment, ws, plan, name: str = "runs", est=None):
 interrupted = False  # set by the SIGINT handler that ``lazylab.cli.main`` installs
 
 
+REDELIVER_S = 0.05  # how soon a Ctrl-C met during an import is delivered again
+
+
 def on_sigint(signum, frame):
-    """SIGINT handler: remember the interrupt (see ``check_interrupt``) and raise KeyboardInterrupt."""
+    """SIGINT handler: remember the interrupt (see ``check_interrupt``) and raise KeyboardInterrupt, except
+    during an import (``frame`` inside importlib): there SIGINT is sent again ``REDELIVER_S`` later, until the
+    import is over. An exception raised while a native extension initialises (jaxlib's, in a command's first
+    seconds) killed the process with SIGSEGV or SIGABRT and said nothing."""
     global interrupted
     interrupted = True
+    if _importing(frame):
+        import os
+        import signal
+        import threading
+
+        timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT))
+        timer.daemon = True
+        timer.start()
+        return
     raise KeyboardInterrupt
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` (the one a signal handler is given) or a caller of it is importlib's: a module is being
+    imported."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def quiet_interrupts(hook):

@@ -143,8 +143,9 @@ def render():
 
     \b
     Examples:
-      lazylab render all                           # every picture and out/render/report.html
-      lazylab render report --from results.json    # the page with your ladder (from ladder --json)
+      lazylab render all  # every picture and out/render/report.html
+      # the page with your ladder (from ladder --json)
+      lazylab render report --from results.json
       lazylab render gifs --out /tmp/pictures
     """
 
@@ -160,7 +161,8 @@ def render_gifs(out_dir, redraw, data_dir, cache_dir, from_json, dry_run):
     \b
     Examples:
       lazylab render gifs
-      lazylab render gifs --from gram.json --out /tmp/pictures   # the gram of `lazylab gram --json gram.json`
+      # the gram of `lazylab gram --json gram.json`
+      lazylab render gifs --from gram.json --out /tmp/pictures
     """
     _render(("gifs",), out_dir, redraw, data_dir, cache_dir, _render_settings(from_json=from_json), dry_run=dry_run)
 
@@ -194,20 +196,24 @@ render_figures = _computing_command("figures", ("figures",), """Static figures, 
     \b
     Examples:
       lazylab render figures
-      lazylab render figures --arms yat-frozen,relu-frozen --widths 16,64,256 --seeds 0
+      lazylab render figures --arms yat-frozen,relu-frozen --widths 16,64,256 \\
+        --seeds 0
     """)
 render_report = _computing_command("report", ("report",), """report.html: the paper ladder first (memo or shipped reference), your ladder, every GIF and figure, the NTK audit.
 
     \b
     Examples:
-      lazylab render report --dry-run           # what it would compute first
-      lazylab render report --from results.json # your ladder from `lazylab ladder --json results.json`
-      lazylab render report --from results.json --sections ladders   # its ladder sections alone, in seconds
+      lazylab render report --dry-run  # what it would compute first
+      # your ladder from `lazylab ladder --json results.json`
+      lazylab render report --from results.json
+      # its ladder sections alone, in seconds
+      lazylab render report --from results.json --sections ladders
     """)
 render_all = _computing_command("all", ("gifs", "figures", "report"), """Run gifs, then figures, then report (each picture drawn at most once).
 
     \b
     Examples:
       lazylab render all
-      lazylab render all --preset paper --out site/   # once the paper ladder is in the memo
+      # once the paper ladder is in the memo
+      lazylab render all --preset paper --out site/
     """)

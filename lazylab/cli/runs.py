@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lazylab.cli.options import (MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, did_you_mean, json_option, known_arms,
                                  list_option)
-from lazylab.cli.output import count, num, out, prepare_json, write_csv, write_json
+from lazylab.cli.output import count, num, out, prepare_json, wrap_lines, write_csv, write_json
 from lazylab.errors import LazylabError
 from lazylab.text import printable
 from lazylab.runs import FIELDS, KINDS
@@ -64,9 +64,10 @@ def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, c
 
     \b
     Examples:
-      lazylab runs --arm yat-frozen --csv runs.csv    # one row per yat-frozen run
+      # one row per yat-frozen run
+      lazylab runs --arm yat-frozen --csv runs.csv
       lazylab runs --kinds run --widths 16,32,...,1024 --seeds 0
-      lazylab runs --all                              # stale plugin rows and other code's too
+      lazylab runs --all  # stale plugin rows and other code's too
       lazylab runs --json - | python -m json.tool
     """
     from lazylab.config import code_identity
@@ -100,38 +101,62 @@ def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, c
         write_csv(csv_path, list(FIELDS), [{k: ("" if v is None else v) for k, v in r.row().items()} for r in rows],
                   "--csv")
     if rows:
-        out.print(_table(rows, any_code, any(r.checks for r in rows)))
-    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))), soft_wrap=True)
+        table, left_out = _table(rows, any_code, any(r.checks for r in rows), out.width)
+        out.print(table)
+        if left_out:
+            out.print(f"columns left out to fit {out.width} characters: {', '.join(left_out)} (a wider COLUMNS, "
+                      "--csv or --json shows them)", soft_wrap=not wrap_lines())
+    out.print(_summary(listing, filtered=any(v for v in (arms, widths, seeds, kind_list))), soft_wrap=not wrap_lines())
     if csv_path is not None:
         out.print(f"wrote {csv_path}")
 
 
-def _table(rows, any_code: bool, checks: bool) -> Table:
-    """The rich table: one row per result; the code column only when other code's results are listed, the
-    checks column only when a listed result's unit failed its conformance checks."""
-    table = Table()
-    for name, justify in (("kind", "left"), ("arm", "left"), ("m", "right"), ("seed", "right"), ("lr", "right"),
-                          ("epochs", "right"), ("train", "right"), ("best %", "right"), ("final %", "right"),
-                          ("s", "right"), ("stored (UTC)", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)
+# The columns ``_table`` leaves out first when the table is wider than the console: free text, then the least read.
+NARROW_DROPS = ("detail", "code", "plugin", "checks", "stored (UTC)", "s", "final %", "train", "epochs")
+FOLDED_MIN = 12  # what a free-text column (folded onto further lines) needs at least
+
+
+def _table(rows, any_code: bool, checks: bool, width: int | None = None) -> tuple[Table, list[str]]:
+    """The rich table and the names of the columns it leaves out: one row per result; the code column only when
+    other code's results are listed, the checks column only when a listed result's unit failed its conformance
+    checks. Where its rows would not fit ``width`` characters (the console's; None: no bound), columns are left
+    out in ``NARROW_DROPS``'s order until they do (at ``COLUMNS=80`` every cell was cut to a few characters, the
+    widths column to none); ``kind``, ``arm``, ``m``, ``seed``, ``lr`` and ``best %`` always stay."""
+    from rich.text import Text
+
+    text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
+    columns = {  # name: (justify, no_wrap, cell of a row)
+        "kind": ("left", True, lambda r: r.kind), "arm": ("left", True, lambda r: text(r.arm or "-")),
+        "m": ("right", True, lambda r: num(r.width, "d")), "seed": ("right", True, lambda r: num(r.seed, "d")),
+        "lr": ("right", True, lambda r: num(r.lr, "g")), "epochs": ("right", True, lambda r: num(r.epochs, "d")),
+        "train": ("right", True, lambda r: num(r.train_size, "d")), "best %": ("right", True, lambda r: num(r.best_acc)),
+        "final %": ("right", True, lambda r: num(r.final_acc)), "s": ("right", True, lambda r: num(r.seconds, ".1f")),
+        "stored (UTC)": ("left", True, lambda r: text(r.stored.strftime("%Y-%m-%d %H:%M") if r.stored else "-"))}
     if any_code:
-        table.add_column("code")
-    table.add_column("plugin")
+        columns["code"] = ("left", False, lambda r: text(r.code or "lazylab 0.1.0 (no code identity)"))
+    columns["plugin"] = ("left", False, lambda r: text(r.plugin or "-") + (f" [red]({r.provenance})[/red]"
+                                                                          if r.provenance else ""))
     if checks:
-        table.add_column("checks")
-    table.add_column("detail")
-    for r in rows:
-        text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
-        cells = [r.kind, text(r.arm or "-"), num(r.width, "d"), num(r.seed, "d"), num(r.lr, "g"), num(r.epochs, "d"),
-                 num(r.train_size, "d"), num(r.best_acc), num(r.final_acc), num(r.seconds, ".1f"),
-                 text(r.stored.strftime("%Y-%m-%d %H:%M") if r.stored else "-")]
-        if any_code:
-            cells.append(text(r.code or "lazylab 0.1.0 (no code identity)"))
-        cells.append(text(r.plugin or "-") + (f" [red]({r.provenance})[/red]" if r.provenance else ""))
-        if checks:
-            cells.append(f"[red]failed {len(r.checks)}[/red]" if r.checks else "passed")
-        table.add_row(*cells, text(r.detail))
-    return table
+        columns["checks"] = ("left", False, lambda r: f"[red]failed {len(r.checks)}[/red]" if r.checks else "passed")
+    columns["detail"] = ("left", False, lambda r: text(r.detail))
+    cells = {name: [cell(r) for r in rows] for name, (_, _, cell) in columns.items()}
+
+    def needs(name: str) -> int:
+        widest = max([len(name)] + [Text.from_markup(c).cell_len for c in cells[name]])
+        return widest if columns[name][1] else min(widest, FOLDED_MIN)
+
+    kept = list(columns)
+    for name in NARROW_DROPS:  # "| a | b |": three characters per column, and one
+        if width is None or sum(needs(k) + 3 for k in kept) + 1 <= width:
+            break
+        if name in kept:
+            kept.remove(name)
+    table = Table()
+    for name in kept:
+        table.add_column(name, justify=columns[name][0], no_wrap=columns[name][1])
+    for i in range(len(rows)):
+        table.add_row(*(cells[name][i] for name in kept))
+    return table, [name for name in columns if name not in kept]
 
 
 def _summary(listing, filtered: bool) -> str:

@@ -47,7 +47,7 @@ def trajectory(arms_, width, epochs, snapshots, seed, lr, train_size, fan_in, ou
 
     \b
     Examples:
-      lazylab trajectory                                   # 3 trained arms, m=64, 24 epochs
+      lazylab trajectory  # 3 trained arms, m=64, 24 epochs
       lazylab trajectory --arms yat-trained --epochs 4 --train-size 4096
       lazylab trajectory --json - | jq '.arms[].final'
     """
@@ -192,8 +192,9 @@ def gram(arm_name, max_units, frames, classes, per_class, seed, ref_units, fit_m
 
     \b
     Examples:
-      lazylab gram                                    # yat-frozen, 1..2000 units, 40 frames
-      lazylab gram --arm relu-frozen --repeats 8      # an ensemble slope over 8 banks
+      lazylab gram  # yat-frozen, 1..2000 units, 40 frames
+      # an ensemble slope over 8 banks
+      lazylab gram --arm relu-frozen --repeats 8
       lazylab gram --json - | jq .fit.slope
     """
     from lazylab.cli.options import get_arm
@@ -267,7 +268,7 @@ def readout(arm_name, widths, train_size, steps, lr, eval_every, seed, out_dir, 
 
     \b
     Examples:
-      lazylab readout                                  # yat-frozen, m = 64 and 512, 300 Adam steps
+      lazylab readout  # yat-frozen, m = 64 and 512, 300 Adam steps
       lazylab readout --arm relu-frozen --widths 16,128,1024
       lazylab readout --json - | jq '.curves[].final_acc'
     """

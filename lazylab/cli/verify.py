@@ -46,9 +46,10 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
 
     \b
     Examples:
-      lazylab verify                                    # the whole sample
-      lazylab verify --arms yat-frozen,relu-frozen      # two frozen arms: under a minute
-      lazylab verify --dry-run                          # the runs and their estimated time
+      lazylab verify            # the whole sample
+      # two frozen arms: under a minute
+      lazylab verify --arms yat-frozen,relu-frozen
+      lazylab verify --dry-run  # the runs and their estimated time
       lazylab verify --reference results.json --json verify.json
     """
     from lazylab import verify as V
