@@ -149,7 +149,7 @@ def calibration(path: Path | None = None, force: bool = False, measure_now: bool
     Measured again when the file is missing, unusable (``read``: not a regular file, not JSON, a
     field of the wrong type or out of range) or ``valid_here()`` is false, when ``force`` is true
     or ``LAZYLAB_RECALIBRATE`` is set to anything but ``0``; an unusable file is first renamed
-    ``<path>.bad``, with one note line on stderr naming the file and the field. With
+    ``<path>.bad`` (one over ``MAX_BYTES`` removed), with one note line on stderr naming the file and the field. With
     ``measure_now`` false it is never measured, and ``REFERENCE`` stands in for a missing or
     unusable one (left in place). A file that cannot be written is not an error (the next call
     measures again).
@@ -201,11 +201,16 @@ def read(path: Path) -> Calibration | None:
 
 
 def _set_aside(path: Path, why: str) -> None:
-    """Rename the unusable calibration file ``path`` to ``<path>.bad`` and say so on stderr in one line."""
+    """Rename the unusable calibration file ``path`` to ``<path>.bad`` and say so on stderr in one line; a regular
+    file over ``MAX_BYTES`` is removed instead (nothing lazylab wrote: kept, it would hold the disk for nothing)."""
     aside = path.with_name(path.name + ".bad")
     try:
-        os.replace(path, aside)
-        where = f"set aside as {aside}"
+        if path.is_file() and not path.is_symlink() and path.stat().st_size > MAX_BYTES:
+            path.unlink()
+            where = "removed"
+        else:
+            os.replace(path, aside)
+            where = f"set aside as {aside}"
     except OSError as exc:  # the measurement below still replaces it if the folder is writable
         where = f"could not be set aside ({exc.strerror or exc})"
     # One note line on stderr, as the CLI prints the memo's problems; stdout may be --json -.
