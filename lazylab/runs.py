@@ -39,6 +39,9 @@ KIND_OF = {
     ("run", None): "run",
     ("convex", None): "convex",
     ("convex-lambda", None): "convex-lambda",
+    ("convex-refine", None): "convex-refine",
+    ("optimum-run", None): "optimum-run",
+    ("optimum-fit", None): "optimum-fit",
     ("traj", None): "trajectory",
     ("redundancy", None): "redundancy",
     ("gram", "summary"): "gram",
@@ -63,7 +66,9 @@ class Run:
     Attributes:
       kind: one of ``KINDS``: ``run`` (a training run: ladder cell or rate-bracket run),
         ``convex`` (the convex readout of a frozen bank), ``convex-lambda`` (an arm's choice of the
-        convex readout's penalty), ``trajectory``, ``redundancy``,
+        convex readout's penalty), ``convex-refine`` (that choice refined to its half-decade neighbours),
+        ``optimum-run`` (a trained arm's annealed selection run, scored on held-out images), ``optimum-fit``
+        (its refit on every training image at the chosen rate and epoch), ``trajectory``, ``redundancy``,
         ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``.
       arm: arm name (``yat-frozen``), None for kinds without one (redundancy measures a bank:
         see ``detail``; gram and readout entries do not store their configuration).
@@ -252,6 +257,22 @@ def _fill(run: Run, rec: dict) -> None:
         path = sorted(sel.items(), key=lambda kv: -(_text_num(kv[0]) or 0.0))  # the walk's order: largest lambda first
         run.detail = f"lambda {rec.get('lambda')} chosen on held-out images: " + \
             ", ".join(f"{k} {v:.2f} %" for k, v in path)
+    elif kind == "convex-refine":
+        _from_config(run, rec.get("config"))
+        sel = rec.get("selection") if isinstance(rec.get("selection"), dict) else {}
+        run.detail = f"lambda {rec.get('coarse')} refined to {rec.get('lambda')} on held-out images" + \
+            "".join(f", {k} {v:.2f} %" for k, v in sorted(sel.items(), key=lambda kv: -(_text_num(kv[0]) or 0.0))
+                    if _num(v) is not None)
+    elif kind == "optimum-run":
+        _from_config(run, rec.get("config"))
+        run.epochs = _int(rec.get("epochs"))
+        best = _num(rec.get("held_out_best"))
+        run.detail = (f"held-out best {best:.2f} % at epoch {rec.get('best_epoch')}" if best is not None else
+                      "no held-out best") + f", stopped by {rec.get('stop')}"
+    elif kind == "optimum-fit":
+        _from_config(run, rec.get("config"))
+        run.best_acc = run.final_acc = _num(rec.get("test_acc"))
+        run.detail = f"refit at rate {run.lr:g} for {run.epochs} epochs" if run.lr is not None else "refit"
     elif kind == "trajectory":
         _from_config(run, rec.get("config"))
         acc = rec.get("accuracy") or []

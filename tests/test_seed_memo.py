@@ -138,3 +138,26 @@ def test_a_damaged_memo_is_one_line(seeded, tmp_path, capsys):
     assert _script().main(["--cache-dir", str(memo)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot read the memo" in err, err
+
+
+def test_runs_lists_the_refinements_and_the_trained_optimum_with_what_chose_them(seeded):
+    """``lazylab runs`` lists a refinement by the walk's lambda and the refined one, a selection run by its
+    held-out best (no test accuracy: it is never read), a refit by its one test accuracy."""
+    from lazylab.runs import list_runs
+
+    doc = load_reference()
+    optimum, refinements = doc["payload"]["optimum"], doc["payload"]["convex"]["refinements"]
+    rows = list_runs(seeded, kinds=["convex-refine", "optimum-run", "optimum-fit"]).runs
+    by_key = {r.key: r for r in rows}
+    assert len(rows) == len(refinements) + len(optimum["runs"]) + len(optimum["fits"])
+    for rec in refinements:
+        row = by_key[rec["key"]]
+        assert (row.arm, row.width) == (rec["config"]["arm"], rec["config"]["width"])
+        assert row.detail.startswith(f"lambda {rec['coarse']} refined to {rec['lambda']} on held-out images")
+    for rec in optimum["runs"]:
+        row = by_key[rec["key"]]
+        assert (row.kind, row.lr, row.epochs, row.best_acc) == ("optimum-run", rec["config"]["lr"], rec["epochs"], None)
+        assert row.detail.startswith(f"held-out best {rec['held_out_best']:.2f} % at epoch {rec['best_epoch']}")
+    for rec in optimum["fits"]:
+        row = by_key[rec["key"]]
+        assert (row.best_acc, row.epochs, row.lr) == (rec["test_acc"], rec["config"]["epochs"], rec["config"]["lr"])
