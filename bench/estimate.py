@@ -85,6 +85,8 @@ def phases_measured(name: str, result: dict) -> dict:
         convex = result.get("convex") or {}
         for r in convex.get("choices", []):
             out["convex-lambda"] += r.get("seconds") or 0.0
+        for r in convex.get("refinements", []):
+            out["convex-refine"] += r.get("seconds") or 0.0
         for r in convex.get("runs", []):
             out["convex"] += r.get("seconds") or 0.0
     elif name != "verify":  # verify's JSON holds its rows' verdicts, not their records' seconds
@@ -116,9 +118,10 @@ def measure(name: str, argv: list[str], tmp: Path) -> dict:
     plan = json.loads(plan_path.read_text())
     wall, cpu, loads, _ = run([*argv, *extra, "--json", str(json_path)], env)
     result = json.loads(json_path.read_text())
+    convex = result.get("convex") or {}
     done = len(result.get("rows") or []) if name == "verify" else \
-        len((result.get("convex") or {}).get("runs", [])) + len((result.get("convex") or {}).get("choices", [])) \
-        if name == "convex" else len(result.get("runs", []))
+        sum(len(convex.get(part, [])) for part in ("runs", "choices", "refinements")) if name == "convex" else \
+        len(result.get("runs", [])) + sum(len((result.get("optimum") or {}).get(part, [])) for part in ("runs", "fits"))
     return {"name": name, "command": "lazylab " + " ".join(argv), "plan_s": plan["seconds"],
             "runs": [plan["runs_total"], plan.get("runs_high", plan["runs_total"])], "done": done,
             "cores": plan.get("contention", {}).get("cores"), "wall_s": wall, "cpu_s": cpu,
