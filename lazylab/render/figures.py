@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from lazylab.analysis import movement_law_or_why
+from lazylab.exchange import unit_name
 from lazylab.paths import write_atomically
 from lazylab.render.canvas import figure
 from lazylab.render.style import LINE_STYLES, UNSTABLE_LABEL, UNSTABLE_MARKER, arm_style, key_handles
@@ -415,7 +416,7 @@ def answer_plot(payload: dict, narrow: bool = False):
         ax.annotate(round2(point), (point, target), xytext=(0, 9 + 12 * stack if up else -11 - 12 * stack),
                     textcoords="offset points", ha="center", va="bottom" if up else "top", fontsize=9, color=colour,
                     fontweight="bold")
-    unit = first["trained"].rsplit("-", 1)[0]
+    unit = unit_name(first["trained"])
     ax.axhline(target, color="0.15", linestyle=LINE_STYLES["trained"], linewidth=1.4, zorder=4)
     from matplotlib.lines import Line2D
 
@@ -516,7 +517,7 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
     ax.set_xticks([r["width"] for r in rows], [str(r["width"]) for r in rows])
     ax.set_xlabel(f"trained width m ({trained})")
     ax.set_ylabel("frozen units per trained unit")
-    title = f"What one trained {trained.rsplit('-', 1)[0]} unit is worth in frozen units"
+    title = f"What one trained {unit_name(trained)} unit is worth in frozen units"
     ax.set_title(title + ("\n" if narrow else ", ") + "both sides at their held-out optimum", fontsize=10)
     ax.grid(True, which="major", alpha=0.25)
     fig.legend(handles=handles, fontsize=LEGEND_PT, ncols=1 if narrow else 2, loc="outside lower center",
