@@ -16,14 +16,14 @@ Two kinds of test:
 
 from __future__ import annotations
 
-import os
 import socket
 
 import click
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
+from cli_helpers import fuzz
 from lazylab import data
 from lazylab.cli import cli, main
 from lazylab.cli.options import MAX_SEED, IntList
@@ -32,13 +32,6 @@ pytestmark = pytest.mark.skipif(
     not all((data.DEBIAN_DIR / n).is_file() for n in data.FILES.values()),
     reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)",
 )
-
-def fuzz(max_examples: int) -> settings:
-    """Settings for one fuzz test; ``LAZYLAB_FUZZ_SCALE=10`` runs ten times the examples (a longer hunt)."""
-    scale = int(os.environ.get("LAZYLAB_FUZZ_SCALE") or 1)
-    return settings(max_examples=max_examples * scale, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
 
 @pytest.fixture(scope="module")
 def place(tmp_path_factory):
