@@ -443,9 +443,11 @@ def fair_parts(fair: dict | None) -> list:
               + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} arm-widths, from "
                   f"{fair['unrefined'][0][0]} m={fair['unrefined'][0][1]}"] if fair.get("unrefined") else []))
     parts.append(table)
+    from lazylab.exchange import unit_name
+
     first = fair["answers"]["fair"][0]
-    side = Table(title=f"how the choices move it: {first['width']} trained {first['trained'].rsplit('-', 1)[0]} "
-                       "units", title_justify="left")
+    side = Table(title=f"how the choices move it: {first['width']} trained {unit_name(first['trained'])} units",
+                 title_justify="left")
     side.add_column("answer")
     side.add_column("trained (%)", justify="right")
     for f in first["matches"]:
