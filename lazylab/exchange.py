@@ -371,6 +371,9 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
     who = f"{row['width']} trained {unit} units ({row['trained_acc']:.1f} %)"
     best, same = row["cheapest"], row["same"]
     interval = any(m is not None and "(" in m["text"] for m in (best, same))
+    # one seed: a numeric interval of no width (a "<= m" or "> m" match says nothing of seeds)
+    one_seed = any(m is not None and isinstance((m.get("interval") or [None])[0], (int, float))
+                   and m["interval"][0] == m["interval"][1] for m in (best, same))
     parts = []
     if best is not None:
         parts.append(f"about {best['text']} frozen {best['frozen'].rsplit('-', 1)[0]} units")
@@ -380,7 +383,7 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
         text = f"{who}: no frozen bank in the sweep (up to {max(sweep)}) matches them, even read out at the optimum"
     else:
         text = f"{who} = " + " or ".join(parts) + " read out at the optimum" + \
-            (" (95 % seed interval in brackets)" if interval else " (one seed: no interval)")
+            (" (95 % seed interval in brackets)" if interval else " (one seed: no interval)" if one_seed else "")
     if protocol is not None:
         readout = f"{epochs}-epoch AdamW readout" if epochs else "AdamW readout"
         text += (f"; with the protocol's {readout}, frozen {unit} units needed: "

@@ -140,3 +140,15 @@ def test_refit_trains_every_image_for_the_chosen_epochs_and_reads_the_test_set_o
     for cfg, r in zip(sel, fits):
         assert r["epochs"] == chosen["epochs"][cfg.seed] == len(r["train_loss"])
         assert r["config"]["train_size"] == N and "test_curve" not in r and 20 < r["test_acc"] < 100
+
+
+def test_the_fair_sentence_says_so_when_the_smallest_frozen_bank_already_matches():
+    """A frozen bank better than the trained network at every width is not "matched by no frozen bank"."""
+    from lazylab.experiments.optimum import fair_sentence
+
+    rows = [{"trained": "yat-trained", "width": 8, "trained_acc": 33.0,
+             "matches": {"yat-frozen": {"width": "below", "interval": ["below", "below"], "text": "<= 8"}}}]
+    text = fair_sentence(rows, [8, 16], {"yat-frozen": "random"})
+    assert text.startswith("8 trained Yat units (33.0 %) are matched already by the smallest frozen bank measured, "
+                           "8 random frozen Yat units: one trained Yat unit is worth at most ")
+    assert "no frozen bank" not in text

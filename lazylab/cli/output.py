@@ -388,7 +388,7 @@ def exchange_parts(exchange: dict | None, arm_names=()) -> list:
     add_notes(table, ["interpolated a-b: linearly in log m between two measured widths; law: the frozen ladder law "
                       "solved for the trained error; law only: the measured curve peaked and fell short"]
               + [f"{'*' * (i + 1)} {n}" for i, n in enumerate(notes)]
-              + ([f"each trained arm at its smallest width; {folded} more rows (every trained width) in --json "
+              + ([f"each trained arm at its smallest width; {folded} more row{'s' * (folded != 1)} (every trained width) in --json "
                   "(analysis.exchange.rows) and the report"] if folded else []))
     return [table, exchange["sentence"]]
 
@@ -414,12 +414,12 @@ def answer_parts(answer: dict | None, sweep: list[int]) -> list:
     folded = len(answer["rows"]) - len(shown)
     add_notes(table, ["optimum: measured crossings only (linear in log m between swept widths); '> m' lies beyond "
                       "the sweep; the protocol column may read the frozen ladder law beyond it"]
-              + ([f"{folded} more rows (every trained width) in --json (analysis.answer.rows)"] if folded else []))
+              + ([f"{folded} more row{'s' * (folded != 1)} (every trained width) in --json (analysis.answer.rows)"] if folded else []))
     return [table, answer["sentence"]]
 
 
 ANSWER_NAMES = {"fair": "fair (held-out optimum)", "test_selected": "trained side chosen on test",
-                "trained_protocol": "trained side read by the protocol", "protocol": "protocol (12-epoch AdamW)"}
+                "trained_protocol": "trained side read by the protocol", "protocol": "protocol (AdamW, best epoch on test)"}
 
 
 def fair_parts(fair: dict | None) -> list:

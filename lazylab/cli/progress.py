@@ -188,7 +188,7 @@ class ProgressReporter:
 
     def epoch(self, cfg, epoch, acc):
         check_interrupt()
-        text = f"{self.label(cfg)} epoch {epoch}/{cfg.epochs} {acc:.2f}%"
+        text = f"{self.label(cfg)} epoch {epoch}/{cfg.epochs}" + (f" {acc:.2f}%" if acc == acc else "")  # a refit: no score
         if verbosity >= VERBOSE and self.display.rich is None:
             self.display.line(text)
         self.display.update(self.task, description=text)

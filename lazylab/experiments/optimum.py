@@ -546,6 +546,11 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     r = first[0]
     best = cheapest(r)
     top = max(sweep)
+    below = [f for f, m in r["matches"].items() if m["width"] == "below"]
+    if best is None and below:  # the smallest bank measured already matches
+        return (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched already by the smallest "
+                f"frozen bank measured, {min(sweep):,} {bank_words(below[0], inits.get(below[0]))}: one trained {unit} "
+                f"unit is worth at most {ex_round(min(sweep) / r['width'])} of them.")
     if best is None:
         return (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched by no frozen bank up to "
                 f"{top:,} units: at their optimum, one trained {unit} unit is worth more than {top // r['width']:,} "
