@@ -148,7 +148,9 @@ def _fair_block(fair: dict, pid: str, figures: str) -> list[str]:
         r = next((x for x in fair["answers"].get(name, []) if (x["trained"], x["width"]) == (first["trained"],
                                                                                           first["width"])), None)
         if r is not None:
-            readings.append([_e(label), _f(r["trained_acc"]), *[_e(r["matches"][f]["text"]) for f in frozen]])
+            # a reading may lack a bank the fair row has (a hand-edited file): "-" there, never a KeyError
+            readings.append([_e(label), _f(r["trained_acc"]),
+                             *[_e((r["matches"].get(f) or {}).get("text", "-")) for f in frozen]])
     out.append(_folded(f"How each reading moves the answer ({first['width']} trained units)",
                        _table(["reading", "trained (%)", *frozen], readings, f"{pid}readings", left={0, 2, 3, 4, 5}),
                        f"{pid}readings-fold"))
