@@ -30,15 +30,16 @@ def preset_runs(name: str, memo: Path) -> tuple[int, int]:
     return est.runs_total, est.runs_high
 
 
-def verify_runs() -> int:
-    """How many runs ``lazylab verify`` reruns by default from the shipped reference (``verify.choose``)."""
+def verify_counts() -> tuple[int, int]:
+    """How many runs and convex readouts ``lazylab verify`` reruns by default from the shipped reference
+    (``verify.choose``, ``verify.choose_convex``)."""
     from lazylab import verify as V
     from lazylab.reference import load_reference
 
     doc = load_reference(None)
     sample = V.choose(doc, doc["provenance"]["data"])
     assert not sample.skipped, sample.skipped
-    return len(sample.cells())
+    return len(sample.cells()), len(V.choose_convex(doc, sample.arms))
 
 
 def test_the_readme_is_a_front_door():
@@ -78,10 +79,11 @@ def test_readme_and_help_give_the_plans_run_counts(preset, tmp_path, capsys):
 
 
 def test_readme_and_help_give_verifys_run_count(capsys):
-    n = verify_runs()
+    n, readouts = verify_counts()
     row = next(line for line in README.splitlines() if line.startswith("| `lazylab verify`"))
-    assert row == f"| `lazylab verify` | {n} |", row
+    assert row == f"| `lazylab verify` | {n} (and {readouts} frozen readouts at the optimum) |", row
     code, out, _ = run(capsys, "verify", "--help")
     assert code == 0 and f"({n} runs of the shipped reference" in " ".join(out.split())
+    assert f"({readouts} of the shipped reference)" in " ".join(out.split())
     found = {int(k) for k in re.findall(r"(\d+) runs of the shipped reference", " ".join(out.split()))}
     assert found == {n}

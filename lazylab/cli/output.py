@@ -13,7 +13,10 @@ import os
 import sys
 from pathlib import Path
 
+import dataclasses
+
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from lazylab.paths import write_text_atomically
@@ -85,7 +88,8 @@ class ResultsConsole(DataConsole):
                 table.caption = ascii_text(table.caption) if isinstance(table.caption, str) else table.caption
         if plain:
             objects = tuple(ascii_text(o) if isinstance(o, str) else o for o in objects)
-        super().print(*objects, **kwargs)
+        fitted = [part for o in objects for part in (fit_table(o, self) if isinstance(o, Table) else [o])]
+        super().print(*fitted, **kwargs)
 
     @property
     def options(self):
@@ -93,6 +97,58 @@ class ResultsConsole(DataConsole):
         if not self.is_terminal:
             options.encoding = "ascii"  # options.ascii_only: rich swaps every table's box for box.ASCII (Box.substitute)
         return options
+
+
+def _column_range(table: Table, column, console: Console) -> tuple[int, int]:
+    """``(minimum, maximum)`` characters of ``column`` with its padding: its longest word, its longest line."""
+    pad = table.padding[1] + table.padding[3]
+    sizes = [Measurement.get(console, console.options, c) for c in [column.header, *column.cells]]
+    return max(m.minimum for m in sizes) + pad, max(m.maximum for m in sizes) + pad
+
+
+def fit_table(table: Table, console: Console) -> list[Table]:
+    """``table`` laid out for ``console.width`` without breaking a word (rich shrinks the widest columns first,
+    below their longest word, and folds ``yat-frozen`` into ``yat-f`` / ``rozen``): every column keeps its longest
+    word and the room left is shared in proportion to what each would take on one line. A table whose words
+    alone are too wide prints as several tables, each repeating the columns that name a row (the first, and
+    the width ``m`` beside it) with as many of the others as fit; the title says which part it is, the notes
+    go below the last."""
+    cols = table.columns
+    if not cols:
+        return [table]
+    ranges = [_column_range(table, c, console) for c in cols]
+    room = console.width - (len(cols) + 1)  # the rules between and around the columns
+    if sum(high for _, high in ranges) <= room:
+        return [table]
+    low_total = sum(low for low, _ in ranges)
+    if low_total <= room:
+        slack = sum(high - low for low, high in ranges)
+        pad = table.padding[1] + table.padding[3]
+        for c, (low, high) in zip(cols, ranges):
+            c.width = low - pad + (room - low_total) * (high - low) // max(slack, 1)
+        return [table]
+    keys = 2 if len(cols) > 1 and cols[1].header == "m" else 1
+    blocks, block, used = [], [], sum(low + 1 for low, _ in ranges[:keys]) + 1
+    for i in range(keys, len(cols)):
+        if block and used + ranges[i][0] + 1 > console.width:
+            blocks.append(block)
+            block, used = [], sum(low + 1 for low, _ in ranges[:keys]) + 1
+        block.append(i)
+        used += ranges[i][0] + 1
+    blocks.append(block)
+    if len(blocks) == 1:  # one column beside the keys is already too wide: rich folds it
+        return [table]
+    parts = []
+    for n, block in enumerate(blocks, 1):
+        picked = [dataclasses.replace(cols[i], _cells=list(cols[i].cells)) for i in [*range(keys), *block]]
+        title = f"{table.title or ''} (part {n} of {len(blocks)})".lstrip()
+        part = Table(*[dataclasses.replace(c, _cells=[]) for c in picked], title=title,
+                     title_justify=table.title_justify if table.title else "left", box=table.box, padding=table.padding,
+                     caption=table.caption if n == len(blocks) else None, caption_justify=table.caption_justify)
+        for r in range(table.row_count):
+            part.add_row(*[c._cells[r] for c in picked])
+        parts += fit_table(part, console)
+    return parts
 
 
 out = ResultsConsole(width=_width(sys.stdout), highlight=False)  # results: stdout (quiet under --json -)
@@ -446,17 +502,19 @@ def fair_parts(fair: dict | None) -> list:
     from lazylab.exchange import unit_name
 
     first = fair["answers"]["fair"][0]
-    side = Table(title=f"how the choices move it: {first['width']} trained {unit_name(first['trained'])} units",
-                 title_justify="left")
-    side.add_column("answer")
-    side.add_column("trained (%)", justify="right")
+    # One column per answer, one row per frozen bank: four answers fit 80 columns, an interval under its width.
+    answers = {name: next((r for r in rows if (r["trained"], r["width"]) == (first["trained"], first["width"])), None)
+               for name, rows in fair["answers"].items()}
+    answers = {name: row for name, row in answers.items() if row is not None}
+    side = Table(title=f"how the choices move it: the frozen units matching {first['width']} trained "
+                       f"{unit_name(first['trained'])} units, by how each side is chosen", title_justify="left")
+    side.add_column("")
+    for name in answers:
+        side.add_column(ANSWER_NAMES[name], justify="right")
+    side.add_row("trained acc (%)", *[num(row["trained_acc"]) for row in answers.values()])
     for f in first["matches"]:
-        side.add_column(f.removesuffix("-frozen"), justify="right")
-    for name, rows in fair["answers"].items():
-        row = next((r for r in rows if (r["trained"], r["width"]) == (first["trained"], first["width"])), None)
-        if row is not None:
-            side.add_row(ANSWER_NAMES[name], num(row["trained_acc"]),
-                         *[row["matches"][f]["text"] if f in row["matches"] else "-" for f in first["matches"]])
+        side.add_row(f, *[row["matches"][f]["text"].replace(" (", "\n(") if f in row["matches"] else "-"
+                          for row in answers.values()])
     parts += [side, "method: " + fair["method"]]
     return parts
 
@@ -505,7 +563,7 @@ def wall_tables(w: dict) -> list:
                 "optimum", "gap (nats)", "grad norm"):
         table.add_column(col, justify="left" if col == "arm" else "right")
     for arm, rows in w["arms"].items():
-        for width, r in rows.items():
+        for width, r in sorted(rows.items(), key=lambda kv: int(kv[0])):  # keys are strings: "16" < "8192" < "128"
             table.add_row(arm, width, num(r["best_acc"]), num(r["final_acc"]), num(r["convex_acc"]),
                           num(r["gap"], "+.2f"), num(r["protocol_loss"], ".4f"), num(r["convex_loss"], ".4f"),
                           num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))

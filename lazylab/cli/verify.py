@@ -41,8 +41,9 @@ def verify(arms_, width, seeds, reference, json_path, dry_run, data_dir, cache_d
     every arm's seed-0 runs at m = 256 at every rate of the reference's brackets are
     trained again (37 runs of the shipped reference; --dry-run prices them here) and each
     is identical (every number equal), within noise (best_acc within 2 x the reference's
-    seed std at that rate) or diverged. Exit 1 when a run stable in the reference is
-    diverged; docs/verify.md.
+    seed std at that rate) or diverged; so are the frozen arms' readouts at the optimum
+    there (4 of the shipped reference), within 0.1 points. Exit 1 when a run stable in
+    the reference is diverged; docs/verify.md.
 
     \b
     Examples:
