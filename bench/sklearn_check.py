@@ -4,13 +4,13 @@ Usage: .venv/bin/python bench/sklearn_check.py [--cells gaussian-frozen:256,...]
 
 For each cell (arm and width; seed 0 by default; all 60,000 training images): the bank's features (from
 ``--cache-dir``'s feature store when it holds them, else computed), then scikit-learn's multinomial
-``LogisticRegression`` (lbfgs, float64, intercept unpenalised as ours) fitted twice over:
+``LogisticRegression`` (lbfgs, float64, intercept unpenalised as ours), fitted as one of two models:
 
-- **same model** (``--same``): raw features, ``C = 1 / (n lambda)`` (its objective is ours times ``n``) for ``lambda`` on the
+- **same model** (only with ``--same``): raw features, ``C = 1 / (n lambda)`` (its objective is ours times ``n``) for ``lambda`` on the
   half-decade rungs from 10x above to 10x below the shipped choice, fitted on the first 50,000 images
   (largest first, each warm-starting the next), the best held-out accuracy on the last 10,000 (the lambda
   choice's images) chooses ``C``, refitted on all 60,000 and scored on the test set;
-- **standardised**: features standardised on the fitting images, ``C`` in {0.01, 0.1, 1} chosen the same way
+- **standardised** (the default): features standardised on the fitting images, ``C`` in {0.01, 0.1, 1} chosen the same way
   (a different model: the penalty then weighs every unit alike).
 
 Both stop at sklearn's ``tol`` 1e-6 or 1,000 iterations (ours: 1e-4 on whitened coordinates, or 1,000).

@@ -28,6 +28,13 @@ def unit_name(arm: str) -> str:
     return UNIT_NAMES.get(unit, unit)
 
 
+def unit_words(arm: str) -> str:
+    """``"Yat"`` for ``yat-frozen``, ``"data-seeded Yat"`` for ``yat-data-frozen``: an arm's unit and init as a
+    sentence names them beside "trained" or "frozen"."""
+    middle = arm.split("-")[1:-1]  # the init in "yat-data-frozen"
+    return " ".join([*({"data": "data-seeded"}.get(p, p) for p in middle), unit_name(arm)])
+
+
 def bank_words(arm: str, init: str | None) -> str:
     """``"random frozen Gaussian units"``; a data-seeded bank ``"frozen Yat units centred on training images"``."""
     kind = "frozen" if arm.endswith("-frozen") else "trained"
@@ -179,7 +186,7 @@ def exchange_sentence(rows: Sequence[dict], sweep: Sequence[int]) -> str:
     first = rows[0]
     pair = [r for r in rows if r["trained"] == first["trained"] and r["frozen"] == first["frozen"]]
     r = min(pair, key=lambda x: x["width"])
-    unit = r["frozen"].rsplit("-", 1)[0]
+    unit = unit_words(r["frozen"])
     top = format_width(max(sweep)) if sweep else "?"
     who = f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %)"
     if r["method"] == "interpolated":
@@ -367,7 +374,7 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
     ``sweep``: the widths with convex readouts; ``protocol`` is the same pair's ``exchange_rate`` row (the
     protocol's readout, ``epochs`` of AdamW, over ``protocol_sweep``, default ``sweep``), or None.
     """
-    unit = row["trained"].rsplit("-", 1)[0]
+    unit = unit_words(row["trained"])
     who = f"{row['width']} trained {unit} units ({row['trained_acc']:.1f} %)"
     best, same = row["cheapest"], row["same"]
     interval = any(m is not None and "(" in m["text"] for m in (best, same))
@@ -376,9 +383,9 @@ def answer_sentence(row: dict, protocol: dict | None, sweep: Sequence[int], epoc
                    and m["interval"][0] == m["interval"][1] for m in (best, same))
     parts = []
     if best is not None:
-        parts.append(f"about {best['text']} frozen {best['frozen'].rsplit('-', 1)[0]} units")
+        parts.append(f"about {best['text']} frozen {unit_words(best['frozen'])} units")
     if same is not None and (best is None or same["frozen"] != best["frozen"]):
-        parts.append(f"{same['text']} frozen {same['frozen'].rsplit('-', 1)[0]} units")
+        parts.append(f"{same['text']} frozen {unit_words(same['frozen'])} units")
     if not parts:
         text = f"{who}: no frozen bank in the sweep (up to {max(sweep)}) matches them, even read out at the optimum"
     else:

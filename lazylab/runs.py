@@ -267,12 +267,14 @@ def _fill(run: Run, rec: dict) -> None:
         _from_config(run, rec.get("config"))
         run.epochs = _int(rec.get("epochs"))
         best = _num(rec.get("held_out_best"))
-        run.detail = (f"held-out best {best:.2f} % at epoch {rec.get('best_epoch')}" if best is not None else
-                      "no held-out best") + f", stopped by {rec.get('stop')}"
+        epoch, stop = _int(rec.get("best_epoch")), rec.get("stop")
+        run.detail = (f"held-out best {best:.2f} % at epoch {'-' if epoch is None else epoch}" if best is not None
+                      else "no held-out best") + f", stopped by {stop if isinstance(stop, str) else '-'}"
     elif kind == "optimum-fit":
         _from_config(run, rec.get("config"))
         run.best_acc = run.final_acc = _num(rec.get("test_acc"))
-        run.detail = f"refit at rate {run.lr:g} for {run.epochs} epochs" if run.lr is not None else "refit"
+        run.detail = "refit" + (f" at rate {run.lr:g}" if run.lr is not None else "") + \
+            (f" for {run.epochs} epochs" if run.epochs is not None else "")
     elif kind == "trajectory":
         _from_config(run, rec.get("config"))
         acc = rec.get("accuracy") or []

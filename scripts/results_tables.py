@@ -225,6 +225,8 @@ STEPS = (("protocol", "trained_protocol", "the frozen readout: 12 AdamW epochs -
 def moves_table(payload: dict) -> str:
     """How each choice moves the headline (the first trained arm at its smallest width): the matching width of each
     frozen arm before and after each step from the protocol's answer to the fair one, and the factor."""
+    from lazylab.exchange import unit_words
+
     answers = payload["analysis"]["fair"]["answers"]
     head = answers["fair"][0]
 
@@ -242,7 +244,7 @@ def moves_table(payload: dict) -> str:
             short = lambda t: t.split(" (")[0] if not t.startswith(">") else f"> {max(sweep):,}"
             cells.append(f"{short(ta)} -> {short(tb)}{factor}")
         rows.append([what, *cells])
-    return _md([f"step ({head['width']} trained {head['trained'].rsplit('-', 1)[0]} units)", *head["matches"]], rows)
+    return _md([f"step ({head['width']} trained {unit_words(head['trained'])} units)", *head["matches"]], rows)
 
 
 def lambda_table(payload: dict) -> str:

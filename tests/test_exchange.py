@@ -110,7 +110,7 @@ def test_below_the_sweep_is_a_bound_unless_the_law_places_the_match_below_it():
     r = ex.exchange_rate(widths, means, {"floor": 10.0, "c": 10.0, "alpha": 0.5}, 79.0)
     assert math.isclose(r["frozen_width"], (10 / 11) ** 2) and r["below"]
     r.update(trained="yat-trained", frozen="yat-frozen", width=16, trained_acc=79.0)
-    assert "even the smallest frozen yat bank" in ex.exchange_sentence([r], widths)
+    assert "even the smallest frozen Yat bank" in ex.exchange_sentence([r], widths)
 
 
 def test_an_astronomical_law_width_is_a_bound_not_an_overflow():
@@ -125,10 +125,10 @@ def test_sentence_answers_for_the_smallest_trained_width():
     law = an.ladder_law(W, means)
     rows = [_row(w, acc, ex.exchange_rate(W, means, law, acc)) for w, acc in ((64, 86.5), (16, 86.2))]
     s = ex.exchange_sentence(rows, W)
-    assert s.startswith("16 trained yat units (86.2 %): no frozen yat bank in the sweep (up to 1024) matches them")
+    assert s.startswith("16 trained Yat units (86.2 %): no frozen Yat bank in the sweep (up to 1024) matches them")
     assert "floor is 14.0 % error" in s and "13.8 %" in s and "every trained width up to 64" in s
     rows = [_row(16, 80.0, ex.exchange_rate(W, means, law, 80.0))]
-    assert "matched by a frozen yat bank of about" in ex.exchange_sentence(rows, W)
+    assert "matched by a frozen Yat bank of about" in ex.exchange_sentence(rows, W)
     assert "no exchange rate" in ex.exchange_sentence([], W).lower()
 
 
@@ -199,7 +199,7 @@ def test_ladder_reports_exchange_rates_and_unstable_runs(capsys, memo_dir, tmp_p
         # the table shows each trained arm at its smallest width; the rest fold into --json and the report
         assert (f"{r['width']} | {acc:.2f} | yat-frozen" in " ".join(out.split())) == (r["width"] == 8)
     assert "2 more rows (every trained width)" in " ".join(out.split())
-    assert ex["sentence"].startswith(f"8 trained yat units ({rows[0]['trained_acc']:.1f} %)")
+    assert ex["sentence"].startswith(f"8 trained Yat units ({rows[0]['trained_acc']:.1f} %)")
     assert ex["sentence"] in out
     # Every run record carries "unstable"; cells count it; the table and the CSV show it.
     runs = data["runs"]
@@ -289,7 +289,7 @@ def test_exchange_table_on_a_trained_arm_without_accuracy():
                         {"yat-frozen": law})
     assert [r["method"] for r in ex["rows"]] == ["none", "extrapolated", "none"]
     assert ex["rows"][1]["frozen_width"] == pytest.approx(100 ** 2, rel=1e-5)  # err 15 = 14 + 100 m^-0.5
-    assert ex["sentence"].startswith("64 trained yat units (85.0 %)")
+    assert ex["sentence"].startswith("64 trained Yat units (85.0 %)")
     trained.cells = {w: {"mean": None} for w in (16, 64, 256)}
     ex = exchange_table(LadderResult({"widths": [16, 64, 256], "seeds": [0]}, [frozen, trained], []), arms,
                         {"yat-frozen": law})
@@ -336,7 +336,7 @@ def test_answer_rows_pick_the_same_unit_and_the_cheapest_bank():
     assert second["same"]["width"] == "beyond" and second["cheapest"] is None  # 90 % is beyond every bank
     protocol = {"method": "never", "text": "never (floor 14.2 % err >= 14.0 %)", "frozen_width": None}
     text = answer_sentence(first, protocol, widths, epochs=12)
-    assert text.startswith("16 trained yat units (82.0 %) = about 64 frozen gaussian units or ")
+    assert text.startswith("16 trained Yat units (82.0 %) = about 64 frozen Gaussian units or ")
     assert "one seed: no interval" in text and "12-epoch AdamW readout" in text and "never (floor" in text
 
 

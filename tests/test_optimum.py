@@ -152,3 +152,19 @@ def test_the_fair_sentence_says_so_when_the_smallest_frozen_bank_already_matches
     assert text.startswith("8 trained Yat units (33.0 %) are matched already by the smallest frozen bank measured, "
                            "8 random frozen Yat units: one trained Yat unit is worth at most ")
     assert "no frozen bank" not in text
+
+
+def test_the_fair_sentence_prefers_a_bank_that_already_matches_at_the_smallest_width():
+    """One bank matches from the smallest width, another only at 1,700: the cheapest is the first, at both the
+    smallest and the widest trained width."""
+    from lazylab.experiments.optimum import fair_sentence
+
+    def row(width, acc):
+        return {"trained": "yat-trained", "width": width, "trained_acc": acc,
+                "matches": {"gaussian-frozen": {"width": "below", "text": "<= 16"},
+                            "yat-frozen": {"width": 1700, "text": "about 1,700"}}}
+
+    text = fair_sentence([row(16, 80.0), row(64, 85.0)], [16, 8192], {"gaussian-frozen": "data", "yat-frozen": "random"})
+    assert text.startswith("16 trained Yat units (80.0 %) are matched already by the smallest frozen bank measured, "
+                           "16 frozen Gaussian units centred on training images: one trained Yat unit is worth at most 1")
+    assert "; 64 trained units already by the smallest, 16 frozen Gaussian" in text and "1,700" not in text

@@ -199,3 +199,33 @@ def test_the_shipped_answer_tables_fit_80_columns_without_breaking_a_word():
     assert len(wall) >= 20 and len({line.split("|")[2].strip() for line in wall}) == 10  # both parts carry arm and m
     order = [int(line.split("|")[2]) for line in wall[:10]]
     assert order == sorted(order), order  # widths in numeric order
+
+
+def test_a_table_in_parts_repeats_the_columns_that_name_a_row_and_keeps_unwrapped_cells_whole():
+    """``fit_table``: a column that may not wrap keeps its longest line (a date is never cut to ``2026-12-06 1``),
+    each part repeats the marked key columns, and the table given is printed unchanged on a wider console."""
+    import io
+
+    from rich.table import Table
+
+    from lazylab.cli.output import ResultsConsole, keyed
+
+    table = keyed(Table(title="t"), 0, 2)
+    for name in ("arm", "value", "frozen", "stored", "detail"):
+        table.add_column(name, no_wrap=name == "stored")
+    for i in range(3):
+        table.add_row("yat-trained", f"{i}.5", f"frozen-bank-{i}", "2026-12-06 11:09", "a long free text " * 3)
+
+    def show(width):
+        sink = io.StringIO()
+        ResultsConsole(file=sink, width=width, highlight=False).print(table)
+        return sink.getvalue()
+
+    narrow = show(50)
+    rows = [line for line in narrow.splitlines() if line.startswith("|") and "yat-trained" in line]
+    assert max(map(len, narrow.splitlines())) <= 50
+    assert "(part 2 of" in narrow and "2026-12-06 11:09" in narrow
+    assert all("frozen-bank-" in line for line in rows), narrow  # the key columns in every part
+    wide = show(200)
+    assert "part" not in wide and any("2026-12-06 11:09" in line and "a long free text a long" in line
+                                      for line in wide.splitlines())  # laid out afresh: no width left behind

@@ -6,14 +6,14 @@ go below a table (its caption), never in a column, so tables stay as narrow as t
 
 from __future__ import annotations
 
+import copy
 import csv
+import dataclasses
 import io
 import json
 import os
 import sys
 from pathlib import Path
-
-import dataclasses
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -100,53 +100,74 @@ class ResultsConsole(DataConsole):
 
 
 def _column_range(table: Table, column, console: Console) -> tuple[int, int]:
-    """``(minimum, maximum)`` characters of ``column`` with its padding: its longest word, its longest line."""
+    """``(minimum, maximum)`` characters of ``column`` with its padding: its longest word (its longest line where
+    the column may not wrap), its longest line."""
     pad = table.padding[1] + table.padding[3]
     sizes = [Measurement.get(console, console.options, c) for c in [column.header, *column.cells]]
-    return max(m.minimum for m in sizes) + pad, max(m.maximum for m in sizes) + pad
+    high = max(m.maximum for m in sizes) + pad
+    return (high if column.no_wrap else max(m.minimum for m in sizes) + pad), high
+
+
+def _rules(table: Table, columns: int) -> int:
+    """Characters of ``table``'s vertical rules for ``columns`` columns: between them, and around them when it
+    shows its edge."""
+    return (columns - 1 + 2 * table.show_edge) if table.box else 0
+
+
+def keyed(table: Table, *columns: int) -> Table:
+    """Mark the columns (indices) that name a row of ``table``: where it comes in parts (``fit_table``), each part
+    repeats them. Without a mark: the first column, and the width ``m`` where it is second."""
+    table.key_columns = columns
+    return table
+
+
+def table_minimum(table: Table, console: Console) -> int:
+    """The narrowest ``table`` prints in characters without breaking a word (``fit_table``)."""
+    return sum(low for low, _ in (_column_range(table, c, console) for c in table.columns)) + \
+        _rules(table, len(table.columns))
 
 
 def fit_table(table: Table, console: Console) -> list[Table]:
     """``table`` laid out for ``console.width`` without breaking a word (rich shrinks the widest columns first,
     below their longest word, and folds ``yat-frozen`` into ``yat-f`` / ``rozen``): every column keeps its longest
-    word and the room left is shared in proportion to what each would take on one line. A table whose words
-    alone are too wide prints as several tables, each repeating the columns that name a row (the first, and
-    the width ``m`` beside it) with as many of the others as fit; the title says which part it is, the notes
-    go below the last."""
+    word (its longest line where it may not wrap) and the room left is shared in proportion to what each would
+    take on one line. A table whose words alone are too wide prints as several tables, each repeating the
+    columns that name a row (``keyed``) with as many of the others as fit; the title says which part it is, the
+    notes go below the last. Returns new tables where it lays one out; ``table`` itself is left as it was."""
     cols = table.columns
     if not cols:
         return [table]
     ranges = [_column_range(table, c, console) for c in cols]
-    room = console.width - (len(cols) + 1)  # the rules between and around the columns
+    room = console.width - _rules(table, len(cols))
     if sum(high for _, high in ranges) <= room:
         return [table]
     low_total = sum(low for low, _ in ranges)
     if low_total <= room:
         slack = sum(high - low for low, high in ranges)
         pad = table.padding[1] + table.padding[3]
-        for c, (low, high) in zip(cols, ranges):
-            c.width = low - pad + (room - low_total) * (high - low) // max(slack, 1)
-        return [table]
-    keys = 2 if len(cols) > 1 and cols[1].header == "m" else 1
-    blocks, block, used = [], [], sum(low + 1 for low, _ in ranges[:keys]) + 1
-    for i in range(keys, len(cols)):
-        if block and used + ranges[i][0] + 1 > console.width:
-            blocks.append(block)
-            block, used = [], sum(low + 1 for low, _ in ranges[:keys]) + 1
-        block.append(i)
-        used += ranges[i][0] + 1
-    blocks.append(block)
+        fitted = copy.copy(table)
+        fitted.columns = [dataclasses.replace(c, width=low - pad + (room - low_total) * (high - low) // max(slack, 1))
+                          for c, (low, high) in zip(cols, ranges)]
+        return [fitted]
+    keys = getattr(table, "key_columns", (0, 1) if len(cols) > 1 and cols[1].header == "m" else (0,))
+    base = sum(ranges[k][0] for k in keys)
+    blocks: list[list[int]] = [[]]
+    for i in (i for i in range(len(cols)) if i not in keys):
+        if blocks[-1] and base + sum(ranges[j][0] for j in blocks[-1] + [i]) + \
+                _rules(table, len(keys) + len(blocks[-1]) + 1) > console.width:
+            blocks.append([])
+        blocks[-1].append(i)
     if len(blocks) == 1:  # one column beside the keys is already too wide: rich folds it
         return [table]
     parts = []
     for n, block in enumerate(blocks, 1):
-        picked = [dataclasses.replace(cols[i], _cells=list(cols[i].cells)) for i in [*range(keys), *block]]
-        title = f"{table.title or ''} (part {n} of {len(blocks)})".lstrip()
-        part = Table(*[dataclasses.replace(c, _cells=[]) for c in picked], title=title,
-                     title_justify=table.title_justify if table.title else "left", box=table.box, padding=table.padding,
-                     caption=table.caption if n == len(blocks) else None, caption_justify=table.caption_justify)
-        for r in range(table.row_count):
-            part.add_row(*[c._cells[r] for c in picked])
+        part = copy.copy(table)  # every setting of the table; its own columns, title and notes
+        order = sorted([*keys, *block])
+        part.columns = [dataclasses.replace(cols[i], _index=j) for j, i in enumerate(order)]
+        part.key_columns = tuple(order.index(k) for k in keys)
+        part.title = f"{table.title or ''} (part {n} of {len(blocks)})".lstrip()
+        part.title_justify = table.title_justify if table.title else "left"
+        part.caption = table.caption if n == len(blocks) else None
         parts += fit_table(part, console)
     return parts
 
@@ -480,13 +501,14 @@ ANSWER_NAMES = {"fair": "fair (held-out optimum)", "test_selected": "trained sid
 
 def fair_parts(fair: dict | None) -> list:
     """The fair answer (``experiments.optimum.fair_answer``): its sentence, one row per trained arm, width and
-    frozen arm (matching width, interval, frozen units per trained unit), the three answers side by side for
-    the first trained arm's smallest width, and the method in one paragraph."""
+    frozen arm (matching width, interval, frozen units per trained unit), the answers (``ANSWER_NAMES``) side by
+    side for the first trained arm's smallest width (one column per answer, one row per frozen bank), and the
+    method in one paragraph."""
     if not fair or not fair["answers"].get("fair"):
         return []
     parts: list = ["the fair answer: " + fair["sentence"]]
-    table = Table(title="frozen units matching a trained network, both at their held-out optimum (95 % interval)",
-                  title_justify="left")
+    table = keyed(Table(title="frozen units matching a trained network, both at their held-out optimum (95 % interval)",
+                        title_justify="left"), 0, 1, 3)  # trained arm, width and frozen arm name a row
     for col in ("trained", "m", "acc (%)", "frozen", "matching width", "per unit"):
         table.add_column(col, justify="right" if col in ("m", "acc (%)", "per unit") else "left")
     for r in fair["answers"]["fair"]:
@@ -563,7 +585,7 @@ def wall_tables(w: dict) -> list:
                 "optimum", "gap (nats)", "grad norm"):
         table.add_column(col, justify="left" if col == "arm" else "right")
     for arm, rows in w["arms"].items():
-        for width, r in sorted(rows.items(), key=lambda kv: int(kv[0])):  # keys are strings: "16" < "8192" < "128"
+        for width, r in sorted(rows.items(), key=lambda kv: int(kv[0])):  # JSON keys are strings, in no numeric order
             table.add_row(arm, width, num(r["best_acc"]), num(r["final_acc"]), num(r["convex_acc"]),
                           num(r["gap"], "+.2f"), num(r["protocol_loss"], ".4f"), num(r["convex_loss"], ".4f"),
                           num(r["loss_gap"], "+.4f"), f"{r['grad_norm']:.1e}" + ("" if r["converged"] else " *"))

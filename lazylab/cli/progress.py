@@ -9,6 +9,7 @@ estimate of the time left. ``-q`` prints no progress, ``-v`` adds one line per e
 
 from __future__ import annotations
 
+import math
 import time
 
 from rich.progress import ProgressColumn, TimeRemainingColumn
@@ -188,7 +189,7 @@ class ProgressReporter:
 
     def epoch(self, cfg, epoch, acc):
         check_interrupt()
-        text = f"{self.label(cfg)} epoch {epoch}/{cfg.epochs}" + (f" {acc:.2f}%" if acc == acc else "")  # a refit: no score
+        text = f"{self.label(cfg)} epoch {epoch}/{cfg.epochs}" + (f" {acc:.2f}%" if acc is not None and math.isfinite(acc) else "")  # a refit: no score
         if verbosity >= VERBOSE and self.display.rich is None:
             self.display.line(text)
         self.display.update(self.task, description=text)

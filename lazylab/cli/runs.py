@@ -11,7 +11,8 @@ from rich.table import Table
 
 from lazylab.cli.options import (MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, did_you_mean, json_option, known_arms,
                                  list_option)
-from lazylab.cli.output import count, num, out, prepare_json, wrap_lines, write_csv, write_json
+from lazylab.cli.output import (count, keyed, num, out, prepare_json, table_minimum, wrap_lines, write_csv,
+                                write_json)
 from lazylab.errors import LazylabError
 from lazylab.text import printable
 from lazylab.runs import FIELDS, KINDS
@@ -113,7 +114,6 @@ def runs(arms_, widths, seeds, kinds, any_code, all_rows, csv_path, json_path, c
 
 # The columns ``_table`` leaves out first when the table is wider than the console: free text, then the least read.
 NARROW_DROPS = ("detail", "code", "plugin", "checks", "stored (UTC)", "s", "final %", "train", "epochs")
-FOLDED_MIN = 12  # what a free-text column (folded onto further lines) needs at least
 
 
 def _table(rows, any_code: bool, checks: bool, width: int | None = None) -> tuple[Table, list[str]]:
@@ -121,8 +121,8 @@ def _table(rows, any_code: bool, checks: bool, width: int | None = None) -> tupl
     other code's results are listed, the checks column only when a listed result's unit failed its conformance
     checks. Where its rows would not fit ``width`` characters (the console's; None: no bound), columns are left
     out in ``NARROW_DROPS``'s order until they do (at ``COLUMNS=80`` every cell was cut to a few characters, the
-    widths column to none); ``kind``, ``arm``, ``m``, ``seed``, ``lr`` and ``best %`` always stay."""
-    from rich.text import Text
+    widths column to none); ``kind``, ``arm``, ``m``, ``seed``, ``lr`` and ``best %`` always stay, and a table
+    still too wide comes in parts (``output.fit_table``)."""
 
     text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
     columns = {  # name: (justify, no_wrap, cell of a row)
@@ -141,21 +141,22 @@ def _table(rows, any_code: bool, checks: bool, width: int | None = None) -> tupl
     columns["detail"] = ("left", False, lambda r: text(r.detail))
     cells = {name: [cell(r) for r in rows] for name, (_, _, cell) in columns.items()}
 
-    def needs(name: str) -> int:
-        widest = max([len(name)] + [Text.from_markup(c).cell_len for c in cells[name]])
-        return widest if columns[name][1] else min(widest, FOLDED_MIN)
+    def build(names: list[str]) -> Table:
+        table = Table()
+        for name in names:
+            table.add_column(name, justify=columns[name][0], no_wrap=columns[name][1])
+        for i in range(len(rows)):
+            table.add_row(*(cells[name][i] for name in names))
+        return keyed(table, 0, 1, 2, 3)  # kind, arm, m, seed name a row
 
     kept = list(columns)
-    for name in NARROW_DROPS:  # "| a | b |": three characters per column, and one
-        if width is None or sum(needs(k) + 3 for k in kept) + 1 <= width:
+    table = build(kept)
+    for name in NARROW_DROPS:
+        if width is None or table_minimum(table, out) <= width:
             break
         if name in kept:
             kept.remove(name)
-    table = Table()
-    for name in kept:
-        table.add_column(name, justify=columns[name][0], no_wrap=columns[name][1])
-    for i in range(len(rows)):
-        table.add_row(*(cells[name][i] for name in kept))
+            table = build(kept)
     return table, [name for name in columns if name not in kept]
 
 

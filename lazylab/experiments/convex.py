@@ -444,7 +444,8 @@ def run_convex(ws: Workspace, cells: list[tuple], reporter: Reporter = Reporter(
     return [found[cfg.key()] for _, cfg in cells]
 
 
-def _mean(values) -> float | None:
+def mean_of(values) -> float | None:
+    """The mean of ``values`` leaving out None (a record without the field); None when none is left."""
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
@@ -508,11 +509,11 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
             cell = [r for r in mine if r["config"]["width"] == w and not r.get("missing")]
             accs = [r["test_acc"] for r in cell]
             cells[str(w)] = {
-                "n": len(cell), "mean": _mean(accs),
+                "n": len(cell), "mean": mean_of(accs),
                 "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
-                "train_loss": _mean(r["train_loss"] for r in cell),
+                "train_loss": mean_of(r["train_loss"] for r in cell),
                 "grad_norm": max((r["grad_norm"] for r in cell), default=None),
-                "iterations": _mean(r["iterations"] for r in cell),
+                "iterations": mean_of(r["iterations"] for r in cell),
                 "converged": all(r["converged"] for r in cell),
                 "lambdas": [r["lambda"] for r in cell],
             }

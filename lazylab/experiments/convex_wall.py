@@ -7,7 +7,7 @@ module fits; this one compares (docs/convex.md, "The wall").
 
 from __future__ import annotations
 
-from lazylab.experiments.convex import _mean
+from lazylab.experiments.convex import mean_of
 
 def convex_file(plan, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
     """What ``lazylab ladder --readout convex --json`` writes (and ``lazylab.api.load`` reads back):
@@ -81,13 +81,13 @@ def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None)
                 continue
             rows[str(w)] = {
                 "seeds": len(pairs),
-                "best_acc": _mean(p["best_acc"] for p, _ in pairs),
-                "final_acc": _mean(p["final_acc"] for p, _ in pairs),
-                "convex_acc": _mean(c["test_acc"] for _, c in pairs),
-                "gap": _mean(c["test_acc"] - p["best_acc"] for p, c in pairs),
-                "loss_gap": _mean(p["train_loss"][-1] - c["train_loss"] for p, c in pairs),
-                "protocol_loss": _mean(p["train_loss"][-1] for p, _ in pairs),
-                "convex_loss": _mean(c["train_loss"] for _, c in pairs),
+                "best_acc": mean_of(p["best_acc"] for p, _ in pairs),
+                "final_acc": mean_of(p["final_acc"] for p, _ in pairs),
+                "convex_acc": mean_of(c["test_acc"] for _, c in pairs),
+                "gap": mean_of(c["test_acc"] - p["best_acc"] for p, c in pairs),
+                "loss_gap": mean_of(p["train_loss"][-1] - c["train_loss"] for p, c in pairs),
+                "protocol_loss": mean_of(p["train_loss"][-1] for p, _ in pairs),
+                "convex_loss": mean_of(c["train_loss"] for _, c in pairs),
                 "grad_norm": max(c["grad_norm"] for _, c in pairs),
                 "converged": all(c["converged"] for _, c in pairs),
             }

@@ -39,7 +39,7 @@ from lazylab.arms import Arm
 from lazylab.bracket import next_rate
 from lazylab.config import CACHE_SCHEMA, canonical_json, code_identity, memo_key
 from lazylab.experiments import BATCH_MEMBERS, Reporter, Workspace
-from lazylab.experiments.convex import HOLDOUT_FRACTION, _mean
+from lazylab.experiments.convex import HOLDOUT_FRACTION, mean_of
 
 BUDGET = 50  # epochs of the cosine schedule: the most a selection run trains
 PATIENCE = 10  # epochs without a better held-out accuracy before a selection run stops
@@ -376,7 +376,7 @@ def run_optimum(ws: Workspace, arms, widths, seeds, train_size: int = 60000, fan
             summaries[str(w)] = {
                 "lr": choice["lr"], "epochs": [choice["epochs"].get(s) for s in seeds], "held_out": choice["held_out"],
                 "edge": choice["edge"], "rates": sorted(float(k) for k in choice["rates"]), "n": len(accs),
-                "test_acc": _mean(accs), "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
+                "test_acc": mean_of(accs), "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0 if accs else None,
                 "per_seed": accs, "test_selected": chosen_on_test(cells[(arm.name, w)]),
             }
         out["arms"][arm.name] = {"plugin": arm.plugin, "cells": summaries}
@@ -539,36 +539,39 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     first = [r for r in rows if r["trained"] == rows[0]["trained"]]
     unit = unit_name(first[0]["trained"])
 
-    def cheapest(r):
-        found = [(m["width"], f) for f, m in r["matches"].items() if isinstance(m["width"], (int, float))]
+    def cheapest(r):  # (width, already matched at the smallest width, frozen arm) of the cheapest match, or None
+        found = [(min(sweep), True, f) if m["width"] == "below" else (m["width"], False, f)
+                 for f, m in r["matches"].items() if m["width"] == "below" or isinstance(m["width"], (int, float))]
         return min(found) if found else None
 
     r = first[0]
     best = cheapest(r)
     top = max(sweep)
-    below = [f for f, m in r["matches"].items() if m["width"] == "below"]
-    if best is None and below:  # the smallest bank measured already matches
-        return (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched already by the smallest "
-                f"frozen bank measured, {min(sweep):,} {bank_words(below[0], inits.get(below[0]))}: one trained {unit} "
-                f"unit is worth at most {ex_round(min(sweep) / r['width'])} of them.")
     if best is None:
         return (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched by no frozen bank up to "
                 f"{top:,} units: at their optimum, one trained {unit} unit is worth more than {top // r['width']:,} "
                 f"frozen ones.")
-    width, frozen = best
-    m = r["matches"][frozen]
-    text = (f"One trained {unit} unit is worth about {ex_round(width / r['width'])} "
-            f"{bank_words(frozen, inits.get(frozen))}: {r['width']} trained {unit} units ({r['trained_acc']:.1f} %) "
-            f"are matched by {m['text']} of them")
+    width, below, frozen = best
+    if below:  # the smallest bank measured already matches: an upper bound
+        text = (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched already by the smallest "
+                f"frozen bank measured, {width:,} {bank_words(frozen, inits.get(frozen))}: one trained {unit} "
+                f"unit is worth at most {ex_round(width / r['width'])} of them")
+    else:
+        text = (f"One trained {unit} unit is worth about {ex_round(width / r['width'])} "
+                f"{bank_words(frozen, inits.get(frozen))}: {r['width']} trained {unit} units "
+                f"({r['trained_acc']:.1f} %) are matched by {r['matches'][frozen]['text']} of them")
     wide = first[-1]
     if wide is not r:
         b = cheapest(wide)
         if b is None:
             text += (f"; {wide['width']} trained units ({wide['trained_acc']:.1f} %) by no frozen bank up to {top:,} "
                      f"units (more than {top // wide['width']:,} per trained unit)")
+        elif b[1]:
+            text += (f"; {wide['width']} trained units already by the smallest, {b[0]:,} "
+                     f"{bank_words(b[2], inits.get(b[2]))} (at most {ex_round(b[0] / wide['width'])} per trained unit)")
         else:
-            text += (f"; {wide['width']} trained units by {wide['matches'][b[1]]['text']} "
-                     f"{bank_words(b[1], inits.get(b[1]))} (about {ex_round(b[0] / wide['width'])} per trained unit)")
+            text += (f"; {wide['width']} trained units by {wide['matches'][b[2]]['text']} "
+                     f"{bank_words(b[2], inits.get(b[2]))} (about {ex_round(b[0] / wide['width'])} per trained unit)")
     return text + "."
 
 
