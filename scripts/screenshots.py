@@ -6,9 +6,9 @@
 REPORT defaults to $LAZYLAB_OUT/render/report.html (else out/render/report.html). Writes
 ``report_<width>.png`` per width: the first screen (``--height`` px tall), or with ``--full`` the
 whole page (capped at 16,000 px). Needs Debian's chromium and chromium-driver and selenium
-(``bash scripts/setup.sh``), as tests/test_render.py does. Prints each file with its size and
-whether the page scrolled sideways at that width (it must not: wide tables scroll inside their box;
-exit 1 if it did).
+(``bash scripts/setup.sh``), as tests/test_render.py does. Prints each file with its size, the
+page's height in screens of ``--height`` px, and whether the page scrolled sideways at that width
+(it must not: wide tables scroll inside their box; exit 1 if it did).
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def main(argv=None) -> int:
                 load(browser, args.report, w, args.height)
                 sideways = browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
                 scrolled += [w] if sideways else []
+                page = browser.execute_script("return document.documentElement.scrollHeight")
                 if args.full:
-                    h = min(16000, browser.execute_script("return document.documentElement.scrollHeight"))
-                    load(browser, args.report, w, h)
+                    load(browser, args.report, w, min(16000, page))
                 target = args.out / f"report_{w}.png"
                 browser.save_screenshot(str(target))
                 from PIL import Image
@@ -94,7 +94,8 @@ def main(argv=None) -> int:
                 with Image.open(target) as im:
                     size = im.size
                 print(f"wrote {target} ({size[0]}x{size[1]} px, {target.stat().st_size / 1024:.0f} KB); "
-                      f"page scrolls sideways at {w} px: {'YES' if sideways else 'no'}")
+                      f"page scrolls sideways at {w} px: {'YES' if sideways else 'no'}; the page is {page:,} px tall, "
+                      f"{page / args.height:.1f} screens of {args.height} px")
         finally:
             browser.quit()
     if scrolled:
