@@ -208,7 +208,8 @@ def test_a_table_in_parts_repeats_the_columns_that_name_a_row_and_keeps_unwrappe
 
     from rich.table import Table
 
-    from lazylab.cli.output import ResultsConsole, keyed
+    from lazylab.cli.output import ResultsConsole
+    from lazylab.cli.table_fit import keyed
 
     table = keyed(Table(title="t"), 0, 2)
     for name in ("arm", "value", "frozen", "stored", "detail"):

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from lazylab.cli.options import (MAX_SEED, MAX_WIDTH, IntList, cache_dir_option, did_you_mean, json_option, known_arms,
                                  list_option)
-from lazylab.cli.output import (count, keyed, num, out, prepare_json, table_minimum, wrap_lines, write_csv,
-                                write_json)
+from lazylab.cli.output import count, num, out, prepare_json, wrap_lines, write_csv, write_json
+from lazylab.cli.table_fit import keyed, table_minimum
 from lazylab.errors import LazylabError
 from lazylab.text import printable
 from lazylab.runs import FIELDS, KINDS
