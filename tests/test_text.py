@@ -40,11 +40,12 @@ def test_printable_escapes_every_control_and_keeps_the_rest():
                                           if re.fullmatch(f"[{CONTROLS}]", c))
 
 
-def test_a_record_string_and_a_diskcache_tag_are_printed_escaped(tmp_path, capsys):
+def test_a_record_string_and_a_diskcache_tag_are_printed_escaped(tmp_path, capsys, monkeypatch):
     """``runs --any-code`` shows records' strings and the tags, ``cache info`` the tags (one of them forging a
     second line); a record whose schema refuses its string (a trajectory's arm) is one corrupt line."""
     from lazylab.reference import load_reference
 
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that runs keeps its code column (the escaped tag)
     memo = Memo(tmp_path / "memo")
     convex = dict(load_reference()["payload"]["convex"]["runs"][0])
     convex["config"] = {**convex["config"], "arm": "yat" + EVIL, "plugin": "p" + EVIL}
