@@ -122,7 +122,7 @@ def _table(rows, any_code: bool, checks: bool, width: int | None = None) -> tupl
     checks. Where its rows would not fit ``width`` characters (the console's; None: no bound), columns are left
     out in ``NARROW_DROPS``'s order until they do (at ``COLUMNS=80`` every cell was cut to a few characters, the
     widths column to none); ``kind``, ``arm``, ``m``, ``seed``, ``lr`` and ``best %`` always stay, and a table
-    still too wide comes in parts (``output.fit_table``)."""
+    still too wide comes in parts (``table_fit.fit_table``)."""
 
     text = lambda s: escape(printable(s))  # from the memo: markup and control characters are data
     columns = {  # name: (justify, no_wrap, cell of a row)
