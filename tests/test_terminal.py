@@ -230,3 +230,13 @@ def test_a_table_in_parts_repeats_the_columns_that_name_a_row_and_keeps_unwrappe
     wide = show(200)
     assert "part" not in wide and any("2026-12-06 11:09" in line and "a long free text a long" in line
                                       for line in wide.splitlines())  # laid out afresh: no width left behind
+
+
+def test_narrowing_a_table_keeps_short_cells_on_one_line_and_wraps_the_long_text():
+    """Only the free text wraps when a table is narrowed: a short cell (``failed 2``) keeps its line."""
+    from lazylab.cli.table_fit import _share
+
+    ranges = [(8, 10), (6, 40), (3, 5)]  # (longest word, longest line) per column, with padding
+    widths = _share(ranges, 20)
+    assert widths == [10, 22, 5] and sum(widths) == sum(low for low, _ in ranges) + 20
+    assert _share(ranges, 0) == [8, 6, 3]

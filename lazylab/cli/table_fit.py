@@ -40,6 +40,25 @@ def table_minimum(table: Table, console: Console) -> int:
         _rules(table, len(table.columns))
 
 
+def _share(ranges: list[tuple[int, int]], extra: int) -> list[int]:
+    """Column widths from ``(minimum, maximum)`` ranges and ``extra`` characters beyond the minima: the columns
+    that need least are given their whole line first (a short cell such as ``failed 2`` stays on one line), the
+    rest share what is left in proportion to what each still lacks, and the long free text wraps."""
+    widths = [low for low, _ in ranges]
+    lacking = sorted(range(len(ranges)), key=lambda i: ranges[i][1] - ranges[i][0])
+    while lacking and ranges[lacking[0]][1] - widths[lacking[0]] <= extra:
+        i = lacking.pop(0)
+        extra -= ranges[i][1] - widths[i]
+        widths[i] = ranges[i][1]
+    need = sum(ranges[i][1] - widths[i] for i in lacking)  # > extra: every column left lacks more than extra
+    given = [extra * (ranges[i][1] - widths[i]) // need for i in lacking]
+    for i, g in zip(lacking, given):
+        widths[i] += g
+    if lacking:  # what rounding down left over goes to the column that lacks most
+        widths[lacking[-1]] += extra - sum(given)
+    return widths
+
+
 def fit_table(table: Table, console: Console) -> list[Table]:
     """``table`` laid out for ``console.width`` without breaking a word (rich shrinks the widest columns first,
     below their longest word, and folds ``yat-frozen`` into ``yat-f`` / ``rozen``): every column keeps its longest
@@ -56,11 +75,10 @@ def fit_table(table: Table, console: Console) -> list[Table]:
         return [table]
     low_total = sum(low for low, _ in ranges)
     if low_total <= room:
-        slack = sum(high - low for low, high in ranges)
         pad = table.padding[1] + table.padding[3]
         fitted = copy.copy(table)
-        fitted.columns = [dataclasses.replace(c, width=low - pad + (room - low_total) * (high - low) // max(slack, 1))
-                          for c, (low, high) in zip(cols, ranges)]
+        fitted.columns = [dataclasses.replace(c, width=w - pad)
+                          for c, w in zip(cols, _share(ranges, room - low_total))]
         return [fitted]
     keys = getattr(table, "key_columns", (0, 1) if len(cols) > 1 and cols[1].header == "m" else (0,))
     base = sum(ranges[k][0] for k in keys)
