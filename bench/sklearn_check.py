@@ -10,7 +10,7 @@ For each cell (arm and width; seed 0 by default; all 60,000 training images): th
   half-decade rungs from 10x above to 10x below the shipped choice, fitted on the first 50,000 images
   (largest first, each warm-starting the next), the best held-out accuracy on the last 10,000 (the lambda
   choice's images) chooses ``C``, refitted on all 60,000 and scored on the test set;
-- **standardised** (the default): features standardised on the fitting images, ``C`` in {0.01, 0.1, 1} chosen the same way
+- **standardised** (the default): features standardised on the fitting images, ``C`` in ``--Cs`` (0.01, 0.1, 1) chosen the same way
   (a different model: the penalty then weighs every unit alike).
 
 Both stop at sklearn's ``tol`` 1e-6 or 1,000 iterations (ours: 1e-4 on whitened coordinates, or 1,000).
@@ -79,6 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default=CELLS, help=f"arm:width,... [default: {CELLS}]")
     ap.add_argument("--cache-dir", default=None, help="the memo holding the frontier (its choices and features)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--Cs", default="0.01,0.1,1", help="the standardised fit's C grid [default: 0.01,0.1,1]")
     ap.add_argument("--same", action="store_true", help="also fit the same model on raw features (slow; see above)")
     args = ap.parse_args(argv)
     ws = Workspace(None, args.cache_dir)
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
         y, y_test = np.asarray(ws.data.y_train), np.asarray(ws.data.y_test)
         rows = len(y) - len(y) // 6
         lams = [float(f"{lam * 10 ** (k / 2):.3g}") for k in range(-2, 3)]
-        std = fit_choose(F, y, rows, [0.01, 0.1, 1.0], True, F_test, y_test)
+        std = fit_choose(F, y, rows, [float(c) for c in args.Cs.split(",")], True, F_test, y_test)
         same = fit_choose(F, y, rows, [1.0 / (rows * v) for v in lams], False, F_test, y_test) if args.same else \
             {**nothing, "C": float("nan"), "held_out": {}}
         chosen = 1.0 / (rows * same["C"])
