@@ -221,6 +221,9 @@ def test_an_older_payload_without_the_newer_fields_still_reads():
     (("analysis", "redundancy_grid", 0, "mean_abs_corr", "mean"), None, "field analysis.redundancy_grid[0].mean_abs_corr.mean"),
     (("analysis", "gap", "yat-trained - yat-frozen", "se"), None, "field analysis.gap.yat-trained - yat-frozen.se"),
     (("analysis", "warnings"), [["nested"]], "field analysis.warnings[0]: Input should be a valid string"),
+    # the fair answer's renderers lead with its first row: a file without one is refused (the fuzz found it)
+    (("analysis", "fair", "answers"), {"protocol": []}, "field analysis.fair.answers.fair: Field required"),
+    (("analysis", "fair", "answers", "fair"), [], "field analysis.fair.answers.fair: List should have at least 1 item"),
     (("arms", 1, "arm"), "relu-trained", "'arms' does not hold one summary per arm of the plan"),
     (("arms", 0, "cells", "512"), {"n": 1, "mean": 80.0, "std": 0.0}, "field arms[0].cells.512: not a width of the plan"),
     (("runs", 0, "config", "arm"), "relu-frozen", "field runs[0].config.arm: 'relu-frozen' is not in the plan"),

@@ -421,12 +421,22 @@ class FairRow(Model):
     matches: dict[str, FairMatch]
 
 
+class FairAnswers(Model):
+    """The four readings of ``analysis.fair.answers``, every one written by ``fair_answer``; its renderers lead
+    with the first row of ``fair``."""
+
+    fair: Annotated[list[FairRow], Field(min_length=1)]
+    test_selected: list[FairRow]
+    trained_protocol: list[FairRow]
+    protocol: list[FairRow]
+
+
 class Fair(Model):
     """``analysis.fair`` (``ladder --readout both`` with trained arms): ``experiments.optimum.fair_answer``."""
 
     sweep: list[Width]
     level: Annotated[float, Field(gt=0, lt=1)]
-    answers: dict[Literal["fair", "test_selected", "trained_protocol", "protocol"], list[FairRow]]
+    answers: FairAnswers
     costs: dict[str, dict[str, Annotated[list[float], Field(min_length=2, max_length=2)]]] = {}
     capped: dict[str, Annotated[list[Count], Field(min_length=2, max_length=2)]] = {}
     unrefined: list[Annotated[list[Name | Width], Field(min_length=2, max_length=2)]] = []
