@@ -221,9 +221,8 @@ def test_an_older_payload_without_the_newer_fields_still_reads():
     (("analysis", "redundancy_grid", 0, "mean_abs_corr", "mean"), None, "field analysis.redundancy_grid[0].mean_abs_corr.mean"),
     (("analysis", "gap", "yat-trained - yat-frozen", "se"), None, "field analysis.gap.yat-trained - yat-frozen.se"),
     (("analysis", "warnings"), [["nested"]], "field analysis.warnings[0]: Input should be a valid string"),
-    # the fair answer's renderers lead with its first row: a file without one is refused (the fuzz found it)
+    # every reading of the fair answer is written, so a file without one is refused (the fuzz found it)
     (("analysis", "fair", "answers"), {"protocol": []}, "field analysis.fair.answers.fair: Field required"),
-    (("analysis", "fair", "answers", "fair"), [], "field analysis.fair.answers.fair: List should have at least 1 item"),
     (("arms", 1, "arm"), "relu-trained", "'arms' does not hold one summary per arm of the plan"),
     (("arms", 0, "cells", "512"), {"n": 1, "mean": 80.0, "std": 0.0}, "field arms[0].cells.512: not a width of the plan"),
     (("runs", 0, "config", "arm"), "relu-frozen", "field runs[0].config.arm: 'relu-frozen' is not in the plan"),
@@ -239,6 +238,22 @@ def test_a_value_the_command_line_refuses_is_refused_from_a_file_in_one_line(pat
         check_payload(p, "--from x.json")
     text = str(exc.value)
     assert text.startswith("--from x.json: ") and needle in text and "\n" not in text, text
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_fair_answer_without_rows_is_left_out_of_the_report(empty, tmp_path, only_jobs, capsys):
+    """A memo-only ``ladder --readout both --json`` that found none of the trained optimum's fits writes the fair
+    answer with no rows: the report is drawn without its fair table (it used to stop on ``rows[0]``)."""
+    only_jobs("ladder")
+    p = small_payload()
+    if empty:
+        p["analysis"]["fair"]["answers"]["fair"] = []
+    path, out_dir = tmp_path / "ladder.json", tmp_path / "out"
+    path.write_text(json.dumps(p))
+    with pytest.raises(SystemExit) as exc:
+        main(["render", "report", "--from", str(path), "--out", str(out_dir), "--cache-dir", str(tmp_path / "memo")])
+    assert exc.value.code == 0, capsys.readouterr().err[-2000:]
+    assert ("fair-table" in (out_dir / "report.html").read_text()) is not empty
 
 
 def test_a_payload_nested_past_the_bound_is_one_line():

@@ -364,7 +364,7 @@ def answer_plot(payload: dict, narrow: bool = False):
 
     convex = payload.get("convex") or {}
     analysis = payload.get("analysis") or {}
-    fair = ((analysis.get("fair") or {}).get("answers") or {}).get("fair") or []
+    fair = fair_rows(analysis)
     rows = fair or (analysis.get("answer") or {}).get("rows") or []
     if not convex.get("arms") or not rows:
         return None
@@ -458,7 +458,7 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
     """
     from lazylab.exchange import round2
 
-    fair = (((payload.get("analysis") or {}).get("fair") or {}).get("answers") or {}).get("fair") or []
+    fair = fair_rows(payload.get("analysis") or {})
     if not fair:
         return None
     sweep = payload["analysis"]["fair"]["sweep"]
@@ -525,6 +525,12 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
     return fig
 
 
+def fair_rows(analysis: dict) -> list[dict]:
+    """The fair answer's rows (``analysis["fair"]["answers"]["fair"]``, ``experiments.optimum.fair_answer``), [] where
+    there is none: a memo-only ladder that found none of the trained optimum's fits writes the answer empty."""
+    return ((analysis.get("fair") or {}).get("answers") or {}).get("fair") or []
+
+
 def over_seeds(seeds) -> str:
     """``mean ± std over seeds 0,1,2``, or for one seed ``seed 0 (one seed: no error bars)``."""
     seeds = list(seeds)
@@ -556,6 +562,6 @@ def ladder_figures(payload: dict, directory: str | Path, prefix: str = "") -> li
         paths += wall_figure(payload, directory, f"{prefix}wall")
     if (payload.get("analysis") or {}).get("answer"):
         paths += answer_figure(payload, directory, f"{prefix}answer")
-    if (payload.get("analysis") or {}).get("fair"):
+    if fair_rows(payload.get("analysis") or {}):
         paths += exchange_curve_figure(payload, directory, f"{prefix}exchange")
     return paths

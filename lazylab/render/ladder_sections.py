@@ -9,7 +9,7 @@ payload without its run records, ``entry["files"]`` the pictures drawn) and retu
 from __future__ import annotations
 
 from lazylab.analysis import movement_law_or_why
-from lazylab.render.figures import over_seeds
+from lazylab.render.figures import fair_rows, over_seeds
 from lazylab.render.html_parts import _e, _f, _folded, _img, _provenance, _table
 
 
@@ -64,7 +64,7 @@ def _exchange_block(d: dict, pid: str, after_sentence: str = "", sentence: bool 
     ex, ans = a.get("exchange"), a.get("answer")
     widths = [int(w) for w in (d.get("plan") or {}).get("widths") or [1]]
     out = []
-    if a.get("fair"):  # the fair answer leads; the answer at both readouts folds under it
+    if fair_rows(a):  # the fair answer leads; the answer at both readouts folds under it
         out += _fair_block(a["fair"], pid, after_sentence)
         after_sentence = ""
         if ans and ans.get("sentence"):
@@ -212,7 +212,7 @@ def _paper_section(e: dict | None) -> str:
                 "two cores); a release ships it as <code>lazylab/reference/paper.json</code>.</p>")
     d = e["data"]
     figures = _img(e, "paper_accuracy.png", "paper ladder: accuracy vs width", "<b>The paper ladder.</b> " + _accuracy_caption(d["plan"]))
-    fair = bool((d.get("analysis") or {}).get("fair"))
+    fair = bool(fair_rows(d.get("analysis") or {}))
     if "paper_answer.png" in e.get("files", {}):
         figures = _img(e, "paper_answer.png", "the answer at the optimum",
                        f"<b>The answer.</b> Each frozen bank read out at the optimum (convex readout, dotted, "

@@ -422,10 +422,11 @@ class FairRow(Model):
 
 
 class FairAnswers(Model):
-    """The four readings of ``analysis.fair.answers``, every one written by ``fair_answer``; its renderers lead
-    with the first row of ``fair``."""
+    """The four readings of ``analysis.fair.answers``, every one written by ``fair_answer`` (``fair`` is empty
+    where a memo-only ladder found none of the trained optimum's fits: the renderers then leave the fair answer
+    out)."""
 
-    fair: Annotated[list[FairRow], Field(min_length=1)]
+    fair: list[FairRow]
     test_selected: list[FairRow]
     trained_protocol: list[FairRow]
     protocol: list[FairRow]
