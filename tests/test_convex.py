@@ -322,3 +322,39 @@ def test_refinement_fits_the_half_decade_neighbours_and_keeps_the_choice_within_
     # Refining a walk that ended at the path's smallest penalty may go on below it, a half-decade a step.
     low = refine_lambda(F, y, refine_config(cfg, {"lambda": 1e-5, "selection": {"1e-05": 0.0, "0.001": 0.0}}))
     assert min(float(k) for k in low["selection"]) <= 1e-5 / 10 ** 0.5 * 1.01
+
+
+def test_an_interrupted_refinement_resumes_from_its_last_finished_solve_to_the_bit(relu_features, tmp_path,
+                                                                                 monkeypatch):
+    """``step_memo`` keeps each solve of a refinement as it finishes: interrupted during its second solve, the
+    refinement resumes without redoing the first and gives the record an uninterrupted one gives, to the bit."""
+    from types import SimpleNamespace
+
+    from lazylab.cache import Memo
+    from lazylab.experiments import convex
+
+    F, y, _, _ = relu_features
+    cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lambdas=(1e-1, 1e-3, 1e-5), holdout=500)
+    rcfg = convex.refine_config(cfg, choose_lambda(F, y, cfg))
+    whole = convex.refine_lambda(F, y, rcfg)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])  # the penalty
+        if len(calls) == 2 and interrupt:
+            raise KeyboardInterrupt
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(convex, "solve", counted)
+    ws = SimpleNamespace(memo=Memo(tmp_path / "memo"))
+    interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        convex.refine_lambda(F, y, rcfg, remember=convex.step_memo(ws, rcfg))
+    interrupt = False
+    resumed = convex.refine_lambda(F, y, rcfg, remember=convex.step_memo(ws, rcfg))
+    assert calls[0] not in calls[2:]  # the first solve came from the memo
+    assert len(calls) == 1 + len(whole["selection"])
+    assert resumed == whole and ws.memo.problems == []
+    # A worker without a memo (Ray) refines in one piece.
+    assert convex.step_memo(SimpleNamespace(), rcfg) is None

@@ -78,13 +78,14 @@ KINDS = {
     "ntk render": [("ntklab", None), ("ntklab", "summary"), ("ntksweep", None), ("ntkscalar", None),
                    ("ntkscalar", "checks"), ("ntkaudit", None)],
     "redundancy": [("redundancy", None)],
-    "ladder": [("run", None), ("convex", None), ("convex-lambda", None), ("convex-refine", None),
+    "ladder": [("run", None), ("convex", None), ("convex-lambda", None), ("convex-refine", None), ("convex-step", None),
                ("optimum-run", None), ("optimum-fit", None), ("bankfeat", None)],
 }
 # Entries read only when the result they feed is missing: (kind) -> the kinds to delete so that a command reads it.
 READ_AFTER = {("gramfeat", None): [("gram", None)], ("gramref", None): [("gram", None)],
               ("readfeat", None): [("readout", None)], ("ntkarm-train", None): [("ntkarm", None)],
-              ("ntkarm-train", "p"): [("ntkarm", None)], ("bankfeat", None): [("run", None), ("convex", None)]}
+              ("ntkarm-train", "p"): [("ntkarm", None)], ("bankfeat", None): [("run", None), ("convex", None)],
+              ("convex-step", None): [("convex-refine", None)]}
 
 
 def out_option(argv: list[str], folder: Path) -> list[str]:

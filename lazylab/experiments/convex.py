@@ -263,7 +263,7 @@ def _rung(lam: float, decades: float) -> float:
     return float(f"{lam * 10.0 ** decades:.3g}")
 
 
-def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
+def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=(), remember=None) -> dict:
     """Refine the walk's choice ``cfg.coarse`` to the half-decade penalties beside it, on the same held-out images.
 
     The walk (``choose_lambda``) steps a factor 100 (two decades) at a time, so its choice can lie a decade from
@@ -279,7 +279,10 @@ def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
     scores at least ``gain`` points above it (hit counts, as the walk compares them); else ``coarse`` stays. So
     the chosen penalty's held-out accuracy is within ``gain`` of the best over the walk and the refinement.
 
-    Args: as ``choose_lambda`` (``cfg`` a ``RefineConfig``).
+    Args: as ``choose_lambda`` (``cfg`` a ``RefineConfig``); ``remember``: None, or ``(lam, compute) -> solve``
+      that returns the stored solve of ``lam`` or calls ``compute()`` and stores its result (``step_memo``:
+      an interrupted refinement resumes from its last finished solve, to the bit, since each warm start is
+      the stored head).
     Returns: ``{"lambda", "coarse", "selection": {repr(lambda): held-out %} of the refined penalties,
       "selection_iterations", "evaluations", "holdout_scored", "best": the best held-out % over walk and
       refinement, "stops": {repr(lambda): stop rule}}``.
@@ -294,7 +297,9 @@ def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=()) -> dict:
 
     def fit(lam, start):
         nonlocal evaluations
-        result = solve(F_train, y_train, lam, rows, cfg.tol, cfg.max_iter, start=start, precond=precond)
+        compute = lambda: solve(F_train, y_train, lam, rows, cfg.tol, cfg.max_iter, start=start,  # noqa: E731
+                                precond=precond)
+        result = compute() if remember is None else remember(lam, compute)
         right = scores(F_scored, y_scored, result["W"], result["b"])[1]
         hits[lam] = int(right.sum())
         selection[repr(lam)] = 100.0 * float(right.mean())
@@ -385,9 +390,44 @@ def refine_cells(ws, arm: Arm, cfgs: list[RefineConfig], on_epoch=None) -> list[
 
     def fit(F_train, y_train, cfg):
         seeds = seed_indices(cfg.width, cfg.seed, cfg.train_size) if arm.init == "data" else ()
-        return refine_lambda(F_train, y_train, cfg, seeds)
+        return refine_lambda(F_train, y_train, cfg, seeds, step_memo(ws, cfg))
 
     return [_cell(ws, arm, cfg, fit, False) for cfg in cfgs]
+
+
+STOPS = ("gradient", "objective", "max_iter", "line_search")  # ``solve``'s stop rules, stored by index
+
+
+def step_key(cfg: RefineConfig, lam: float) -> str:
+    """The memo key of the refinement ``cfg``'s solve at ``lam``: ``"convex-step-"`` + 32 hex digits."""
+    return memo_key("convex-step", {"refine": cfg.key(), "lambda": float(lam)})
+
+
+def step_memo(ws, cfg: RefineConfig):
+    """``refine_lambda``'s ``remember`` for the refinement ``cfg``: each solve (a head of ``cfg.width`` x 10 and
+    its counts) is kept in ``ws``'s memo under ``step_key`` as it finishes, so an interrupted refinement (at
+    m = 8192 each solve takes 10-20 minutes on 2 cores) loses at most the solve in progress. None on a Ray
+    worker, which opens no memo (``lazylab.backends.WorkerWorkspace``): there the refinement is one unit."""
+    memo = getattr(ws, "memo", None)
+    if memo is None:
+        return None
+
+    def remember(lam, compute):
+        key = step_key(cfg, lam)
+        got = memo.get_arrays(key)
+        if got is not None:
+            if got["W"].shape == (cfg.width, 10) and 0 <= int(got["stop"]) < len(STOPS):
+                return {"W": got["W"], "b": got["b"], "iterations": int(got["iterations"]),
+                        "evaluations": int(got["evaluations"]), "stop": STOPS[int(got["stop"])]}
+            memo.reject(key, f"a head of shape {got['W'].shape} or stop rule {int(got['stop'])}, not a solve of "
+                             f"m = {cfg.width}")
+        result = compute()
+        memo.put_arrays(key, {"W": result["W"], "b": result["b"], "iterations": np.int64(result["iterations"]),
+                              "evaluations": np.int64(result["evaluations"]),
+                              "stop": np.int64(STOPS.index(result["stop"]))})
+        return result
+
+    return remember
 
 
 def _cell(ws, arm: Arm, cfg, fit, test: bool) -> dict:

@@ -341,6 +341,9 @@ ENTRY_KINDS: dict[tuple[str, str | None], type[BaseModel] | ArraySpec] = {
     ("convex", None): ConvexRecord,
     ("convex-lambda", None): LambdaChoice,
     ("convex-refine", None): LambdaRefinement,
+    # one solve of a refinement, kept as it finishes (lazylab.experiments.convex.step_memo)
+    ("convex-step", None): ArraySpec(required={"W": (FLOAT, ("m", 10)), "b": (FLOAT, (10,)), "iterations": (INT, ()),
+                                               "evaluations": (INT, ()), "stop": (INT, ())}),
     ("optimum-run", None): SelectionRecord,
     ("optimum-fit", None): RefitRecord,
     ("redundancy", None): RedundancyRecordDoc,
