@@ -127,13 +127,14 @@ def main(argv=None) -> int:
             chosen = float(f"{1.0 / (rows * same['C']):.3g}")
             gap = (f"; refit objective minus the shipped record's {objective(F, y, same['W'], same['b'], lam) - shipped['objective']:+.1e}"
                    if chosen == lam else "")
+            rungs = []
+            for c, a in same["held_out"].items():
+                rung = float(f"{1 / (rows * c):.3g}")
+                mine = f"{ours[rung]:.2f}" if rung in ours else "-"
+                rungs.append(f"{rung:.3g}: {a:.2f} / {mine} ({same['iterations'][c]} it.)")
             print(f"  same model: lambda {chosen:.3g} chosen, test {same['test_acc']:.2f} % "
                   f"({same['test_acc'] - shipped['test_acc']:+.2f}), {same['seconds']:.0f} s; held-out % "
-                  "scikit-learn / ours: " + ", ".join(
-                      f"{1 / (rows * c):.3g}: {a:.2f} / " + (f"{ours[float(f'{1 / (rows * c):.3g}')]:.2f}"
-                                                             if float(f'{1 / (rows * c):.3g}') in ours else "-")
-                      + f" ({same['iterations'][c]} it.)" for c, a in same["held_out"].items())
-                  + f"; refit {same['refit_iterations']} it.{gap}", flush=True)
+                  f"scikit-learn / ours: {', '.join(rungs)}; refit {same['refit_iterations']} it.{gap}", flush=True)
         if "standardised" in models:
             std = fit_choose(F, y, rows, [float(c) for c in args.Cs.split(",")], True, F_test, y_test)
             print(f"  standardised: C {std['C']:g} chosen, test {std['test_acc']:.2f} % "
