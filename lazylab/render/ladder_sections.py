@@ -311,7 +311,7 @@ def _ladder_section(e: dict | None, pid: str = "", stem: str = "ladder", lead: b
                               f"reproducible: {_e('; '.join(a['checks_failed']))}")
         if a.get("failed"):
             unit_notes.append(f"{_e(a['arm'])}: {_e(a['failed'])}; its later runs were skipped (cells marked failed)")
-        lr = _f(a["lr"], "g") if a["lr"] is not None else "failed" if a.get("failed") else "diverged"
+        lr = _f(a["lr"], "g") if a.get("lr") is not None else "failed" if a.get("failed") else "diverged"
         rows.append([name, lr, *cells, *fit])
     header = ["arm", "lr", *[f"m={w}" for w in widths], "floor (%)", "c", "alpha", "R²", "widths fitted"]
     out = [] if lead else _exchange_block(d, pid)
