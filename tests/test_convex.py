@@ -324,6 +324,34 @@ def test_refinement_fits_the_half_decade_neighbours_and_keeps_the_choice_within_
     assert min(float(k) for k in low["selection"]) <= 1e-5 / 10 ** 0.5 * 1.01
 
 
+@pytest.mark.slow
+def test_refinement_follows_a_neighbour_that_gained_until_the_best_is_bracketed(relu_features):
+    """On real ReLU features, a walk's choice two decades too strong (1e-1 on the path 10, 1e-1, 1e-3): its
+    smaller neighbour beats it, so stage two steps on (1e-2, then 3.16e-3 while it gains) and stops before the
+    walk's next penalty, fitted by the walk; the best penalty fitted then has both half-decade neighbours fitted. Given its
+    version-1 record (stage one) as ``first``, the refinement gives the same record to the bit."""
+    import dataclasses
+
+    from lazylab.experiments.convex import refine_config, refine_lambda
+
+    F, y, _, _ = relu_features
+    cfg = LambdaConfig(arm="relu-frozen", plugin="x", width=32, seed=0, train_size=len(y), fan_in="unit", data="",
+                       lambdas=(10.0, 1e-1, 1e-3), holdout=500)
+    rcfg = refine_config(cfg, {"lambda": 1e-1, "selection": {"10.0": 10.0, "0.1": 20.0, "0.001": 30.0}})
+    stage_one = refine_lambda(F, y, dataclasses.replace(rcfg, version=1))
+    assert list(stage_one["selection"]) == ["0.316", "0.0316"]
+    whole = refine_lambda(F, y, rcfg)
+    assert list(whole["selection"])[:3] == ["0.316", "0.0316", "0.01"]  # 1e-1 / 10, not 0.0316 / 3.16
+    assert "0.001" not in whole["selection"] and len(whole["selection"]) <= 4
+    every = {float(k): v for k, v in {**dict((repr(a), b) for a, b in rcfg.walk), **whole["selection"]}.items()}
+    ladder = sorted(every)
+    best = max(every.values())
+    assert any(0 < i < len(ladder) - 1 and ladder[i + 1] / ladder[i] < 3.3 and ladder[i] / ladder[i - 1] < 3.3
+               for i, lam in enumerate(ladder) if every[lam] == best), every
+    assert whole["lambda"] == max((k for k in every if every[k] == best and k != 0.1), default=0.1)
+    assert refine_lambda(F, y, rcfg, first=stage_one) == whole
+
+
 def test_an_interrupted_refinement_resumes_from_its_last_finished_solve_to_the_bit(relu_features, tmp_path,
                                                                                  monkeypatch):
     """``step_memo`` keeps each solve of a refinement as it finishes: interrupted during its second solve, the
