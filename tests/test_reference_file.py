@@ -256,6 +256,23 @@ def test_a_fair_answer_without_rows_is_left_out_of_the_report(empty, tmp_path, o
     assert ("fair-table" in (out_dir / "report.html").read_text()) is not empty
 
 
+def test_an_arm_without_its_rate_is_drawn_as_diverged(tmp_path, only_jobs, capsys):
+    """``ArmSummary.lr`` may be absent (its schema's default is None): the ladder table says "diverged" for it
+    rather than stopping the report on a KeyError (a find of the property test below)."""
+    only_jobs("ladder")
+    p = small_payload()
+    del p["arms"][0]["lr"]
+    path, out_dir = tmp_path / "ladder.json", tmp_path / "out"
+    path.write_text(json.dumps(p))
+    with pytest.raises(SystemExit) as exc:
+        main(["render", "report", "--from", str(path), "--out", str(out_dir), "--cache-dir", str(tmp_path / "memo")])
+    assert exc.value.code == 0, capsys.readouterr().err[-2000:]
+    page = (out_dir / "report.html").read_text()
+    table = page[page.index('id="ladder-table"'):]
+    row = table[table.index(f"<td class=l>{p['arms'][0]['arm']}</td>"):][:200]
+    assert "<td>diverged</td>" in row, row
+
+
 def test_a_payload_nested_past_the_bound_is_one_line():
     p = small_payload()
     deep: list = []
