@@ -22,7 +22,8 @@ CONVEX_FACTOR_S = 2.0e-11
 # 2,040-3,454 evaluations in all for yat-data, 2.2-4.0 cells' worth for the other banks at m <= 4096).
 CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
 CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
-# A width's refinement (experiments.convex.refine_lambda): two solves on 50,000 images, the first from zeros.
+# A width's refinement (experiments.convex.refine_lambda): two solves on 50,000 images, the first from zeros, and
+# at about a third of the widths one or two more, the first of them from zeros.
 REFINE_SOLVES = 2.5
 
 

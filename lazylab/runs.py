@@ -66,7 +66,7 @@ class Run:
     Attributes:
       kind: one of ``KINDS``: ``run`` (a training run: ladder cell or rate-bracket run),
         ``convex`` (the convex readout of a frozen bank), ``convex-lambda`` (an arm's choice of the
-        convex readout's penalty), ``convex-refine`` (that choice refined to its half-decade neighbours),
+        convex readout's penalty), ``convex-refine`` (that choice refined on a half-decade grid),
         ``optimum-run`` (a trained arm's annealed selection run, scored on held-out images), ``optimum-fit``
         (its refit on every training image at the chosen rate and epoch), ``trajectory``, ``redundancy``,
         ``gram``, ``readout``, ``ntk-arm``, ``ntk-lab``, ``ntk-sweep``, ``ntk-scalar``, ``ntk-audit``.

@@ -115,7 +115,8 @@ def refinement_table(payload: dict) -> str:
         rows.append([key[0], str(key[1]), f"{walk['lambda']:g}: {walk['selection'][repr(walk['lambda'])]:.2f}",
                      ", ".join(f"{float(k):g}: {v:.2f}" for k, v in sorted(r["selection"].items(), key=lambda kv: -float(kv[0]))),
                      f"{r['lambda']:g}: {chosen:.2f}", f"{r['best'] - chosen:.2f}"])
-    return _md(["arm", "m", "walk's lambda: held-out %", "half-decade neighbours", "chosen", "best - chosen"], rows)
+    header = ["arm", "m", "walk's lambda: held-out %", "refined penalties (half-decade rungs)", "chosen", "best - chosen"]
+    return _md(header, rows)
 
 
 def cost_table(payload: dict) -> str:

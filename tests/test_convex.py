@@ -328,8 +328,9 @@ def test_refinement_fits_the_half_decade_neighbours_and_keeps_the_choice_within_
 def test_refinement_follows_a_neighbour_that_gained_until_the_best_is_bracketed(relu_features):
     """On real ReLU features, a walk's choice two decades too strong (1e-1 on the path 10, 1e-1, 1e-3): its
     smaller neighbour beats it, so stage two steps on (1e-2, then 3.16e-3 while it gains) and stops before the
-    walk's next penalty, fitted by the walk; the best penalty fitted then has both half-decade neighbours fitted. Given its
-    version-1 record (stage one) as ``first``, the refinement gives the same record to the bit."""
+    walk's next penalty, fitted by the walk; the best penalty fitted then has both half-decade neighbours
+    fitted. Given its version-1 record (stage one) as ``first``, the refinement gives the same record to the
+    bit."""
     import dataclasses
 
     from lazylab.experiments.convex import refine_config, refine_lambda

@@ -87,3 +87,10 @@ def test_readme_and_help_give_verifys_run_count(capsys):
     assert f"({readouts} of the shipped reference)" in " ".join(out.split())
     found = {int(k) for k in re.findall(r"(\d+) runs of the shipped reference", " ".join(out.split()))}
     assert found == {n}
+
+
+def test_docs_count_the_shipped_lambda_choices_not_yet_refined():
+    """docs/convex.md's count of the choices marked (walk) is the shipped reference's ``convex.unrefined``."""
+    payload = json.loads((ROOT / "lazylab" / "reference" / "paper.json").read_text())["payload"]
+    n = len(payload["convex"]["unrefined"])
+    assert f"The {n} choices marked (walk)" in (ROOT / "docs" / "convex.md").read_text()

@@ -148,12 +148,14 @@ def _check_convex(p: dict) -> None:
 
 
 def _check_refinement(r: dict, walk: dict) -> None:
-    """A refinement starts from its walk's choice, fits half-decade rungs beside it (and past an end of the path
-    only while each step gains), and keeps a penalty whose held-out accuracy is within the gain (0.1 point) of
-    the best over walk and refinement; a refined penalty replaces the walk's only by gaining at least that."""
-    from lazylab.experiments.convex import REFINE_GAIN
+    """A refinement starts from its walk's choice, fits half-decade rungs beside it (and on, while each step
+    gains, until the best is bracketed by fitted neighbours), and keeps a penalty whose held-out accuracy is
+    within the gain (0.1 point) of the best over walk and refinement; a refined penalty replaces the walk's
+    only by gaining at least that."""
+    from lazylab.experiments.convex import REFINE_GAIN, REFINE_VERSION
 
     arm, w = r["config"]["arm"], r["config"]["width"]
+    assert r["config"]["version"] == REFINE_VERSION, (arm, w)
     assert r["coarse"] == r["config"]["coarse"] == walk["lambda"], (arm, w)
     assert [list(x) for x in r["config"]["walk"]] == sorted(([float(k), v] for k, v in walk["selection"].items()),
                                                             reverse=True)
@@ -161,6 +163,13 @@ def _check_refinement(r: dict, walk: dict) -> None:
     assert {float(f"{walk['lambda'] * 10 ** 0.5:.3g}"), float(f"{walk['lambda'] / 10 ** 0.5:.3g}")} <= rungs, (arm, w)
     every = {**walk["selection"], **r["selection"]}
     assert r["best"] == pytest.approx(max(every.values()))
+    # version 2: the best is bracketed, some best penalty having both half-decade neighbours fitted (past an end
+    # of the path the refinement may stop at its limit of ``beyond`` steps instead)
+    fitted = sorted(float(k) for k in every)
+    tops = [i for i, lam in enumerate(fitted) if every[repr(lam)] == r["best"]]
+    beyond = r["config"]["beyond"]
+    assert any(0 < i < len(fitted) - 1 and fitted[i + 1] / fitted[i] < 3.2 and fitted[i] / fitted[i - 1] < 3.2
+               or len(r["selection"]) == 2 + beyond for i in tops), (arm, w, every)
     chosen = every[repr(r["lambda"])]
     assert chosen >= r["best"] - REFINE_GAIN - 1e-9, (arm, w, chosen, r["best"])
     if r["lambda"] != walk["lambda"]:

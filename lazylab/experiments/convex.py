@@ -63,7 +63,7 @@ CONVEX_VERSION = 4  # bump when the solver or its record changes meaning
 # does (its first fit scored 34-88 % on the paper memo), so it kept the version (docs/convex.md: a custom
 # path's choice stored before it keeps the old pick).
 CHOICE_VERSION = 5
-# The refinement around the walk's choice (``refine_lambda``): half-decade neighbours, a factor sqrt(10).
+# The refinement around the walk's choice (``refine_lambda``): half-decade rungs, a factor sqrt(10) apart.
 REFINE_STEP = 0.5  # decades between the walk's choice and each refined penalty
 REFINE_GAIN = 0.1  # held-out points a refined penalty must gain to replace the walk's choice (10 of 10,000 images)
 REFINE_BEYOND = 4  # half-decade steps the refinement may go on past an end of the path
@@ -540,7 +540,7 @@ def run_convex_ladder(ws: Workspace, plan, lambdas: tuple[float, ...] = LAMBDAS,
     """Convex readouts of every frozen arm of ``plan`` (a ``LadderPlan``) at each width and seed.
 
     Width by width, ascending, the arms interleaved: every arm's ``lambda`` at that width is chosen by the
-    walk (``lambda_cells``) and refined to its half-decade neighbours (``refine_cells``), then every seed's
+    walk (``lambda_cells``) and refined on a half-decade grid (``refine_cells``), then every seed's
     cell is fitted at the refined choice (``convex_cells``), each step through the backend (``run_convex``);
     an interrupted frontier keeps every arm's narrow widths.
     Returns: ``{"lambdas", "tol", "max_iter", "holdout_fraction", "lambda_seed", "arms": {arm: {"plugin",

@@ -92,7 +92,7 @@ class RefineConfig(LambdaChoiceConfig):
 
 
 class LambdaRefinement(Model):
-    """``convex.refinements[i]``: a lambda choice refined to its half-decade neighbours
+    """``convex.refinements[i]``: a lambda choice refined on a half-decade grid
     (``experiments.convex.refine_cells``)."""
 
     key: Annotated[str, Field(pattern=r"^convex-refine-[0-9a-f]{32}$")]
