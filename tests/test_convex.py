@@ -281,10 +281,25 @@ def test_convex_readout_refuses_a_trained_arm(capsys, memo_dir):
         assert_one_line_error(code, err, "not trained ones (yat-trained)", "--readout both")
 
 
-@pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001", "1e-2,,1e-4", "5e-324"])
+@pytest.mark.parametrize("lambdas", ["abc", "-1", "0", "nan", "inf", ",", "1e-3,0.001", "1e-2,,1e-4", "5e-324",
+                                     "1e37", "1e300,1e-10"])
 def test_bad_lambdas(capsys, memo_dir, lambdas):
     code, _, err = run(capsys, "ladder", "--arms", "yat-frozen", "--readout", "convex", "--lambdas", lambdas)
     assert_one_line_error(code, err, "--lambdas")
+
+
+def test_the_help_gives_the_lambda_path_and_bounds_the_code_uses(capsys):
+    """``ladder --help`` states the default path and the bounds ``--lambdas`` enforces, as numbers it accepts."""
+    import re
+
+    from lazylab.experiments.convex import LAMBDAS, LARGEST_LAMBDA, SMALLEST_LAMBDA
+
+    code, out, _ = run(capsys, "ladder", "--help")
+    text = " ".join(out.split())
+    low, high = map(float, re.search(r"each from (\S+) to (\S+) \[default", text).groups())
+    assert low == pytest.approx(SMALLEST_LAMBDA, rel=0.05) and low >= SMALLEST_LAMBDA and high == LARGEST_LAMBDA
+    default = re.search(r"\[default: ([0-9e.,-]+)\]", text[text.index("each from"):]).group(1)
+    assert tuple(map(float, default.split(","))) == LAMBDAS
 
 
 def test_runs_lists_a_choice_in_the_walks_order():

@@ -22,9 +22,9 @@ from lazylab.paths import writable_dir, writable_file
 
 
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
-    """``--lambdas``: comma-separated distinct finite penalties >= ``SMALLEST_LAMBDA``, largest first; None
-    when not given."""
-    from lazylab.experiments.convex import SMALLEST_LAMBDA
+    """``--lambdas``: comma-separated distinct penalties from ``SMALLEST_LAMBDA`` to ``LARGEST_LAMBDA``, largest
+    first; None when not given."""
+    from lazylab.experiments.convex import LARGEST_LAMBDA, SMALLEST_LAMBDA
 
     if value is None:
         return None
@@ -32,8 +32,8 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
         given = [float(v) for v in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
-    if any(not (SMALLEST_LAMBDA <= v < float("inf")) for v in given):
-        raise click.BadParameter(f"expected finite penalties >= {SMALLEST_LAMBDA:.8g}, got {value!r}",
+    if any(not (SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA) for v in given):
+        raise click.BadParameter(f"expected penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}, got {value!r}",
                                  param_hint="--lambdas")
     if len(set(given)) < len(given):
         raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
@@ -59,7 +59,8 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
               help="Frozen heads: the protocol's AdamW epochs, the convex optimum of the same objective "
                    "(L-BFGS, frozen arms only), or both with the wall table (docs/convex.md).")
 @list_option("--lambdas", help="Convex readout: the L2 penalty path walked at each width, largest first, until "
-             "held-out training accuracy stops improving [default: 1e-2,1e-4,...,1e-12].")
+             "held-out training accuracy stops improving, each from 1.2e-38 to 1e36 "
+             "[default: 1e-2,1e-4,1e-6,1e-8,1e-10,1e-12].")
 @list_option("--climb-widths", type=IntList(1),
              help="Fit every arm's ladder law on these widths instead of its climbing region.")
 @click.option("--climb-gain", type=click.FloatRange(min=0), default=0.1, show_default=True, callback=finite,

@@ -71,6 +71,8 @@ REFINE_VERSION = 2  # 2: a neighbour that beat everything inside the path is fol
 # lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
 # float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
 SMALLEST_LAMBDA = 1.1754944e-38
+# Above it a penalty, or the refinement's steps of up to two decades past the path's top, leave float32's range.
+LARGEST_LAMBDA = 1e36
 
 
 @dataclass(frozen=True)
@@ -266,21 +268,20 @@ def _rung(lam: float, decades: float) -> float:
 
 
 def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=(), remember=None, first=None) -> dict:
-    """Refine the walk's choice ``cfg.coarse`` on a half-decade grid, on the same held-out images, until the best
-    penalty fitted has both half-decade neighbours fitted (or the refinement's limit is reached).
+    """Refine the walk's choice ``cfg.coarse`` on a half-decade grid, on the same held-out images, until a penalty
+    with the best held-out accuracy fitted has both half-decade neighbours fitted (or a limit is reached).
 
-    The walk (``choose_lambda``) steps a factor 100 (two decades) at a time, so its choice can lie a decade from
-    the held-out optimum, where accuracy still moves by a point (yat-frozen, m = 2048: 87.26 % at 1e-8,
-    87.01 % at 1e-10). Stage one fits ``coarse * 10^step`` (from zeros) and then ``coarse / 10^step``
+    The walk (``choose_lambda``) steps two decades at a time, so its choice can lie a decade from the held-out
+    optimum (yat-frozen, m = 2048: 87.26 % at 1e-8, 87.01 % at 1e-10). Stage one fits ``coarse * 10^step`` (from zeros) and then ``coarse / 10^step``
     (warm-started from it) on the same first ``train_size - holdout`` images, and scores both on the same
     held-out images. Where the better lies beyond an end of the path (the walk's choice was its largest or
     smallest penalty), it goes on that way, a half-decade a step, warm-started, while each step beats everything
     fitted so far, up to ``beyond`` steps; these steps are taken from the previous rung rounded to 3 digits
     (0.0316 then 0.0999). Stage two (version 2): inside the path, a neighbour that beat everything is followed
-    the same way, its first step from zeros, while each step beats everything, up to the rung before the walk's
-    next penalty (fitted by the walk); its rungs are ``coarse * 10^(j step)``, so 1e-9 and 3.16e-10 below 1e-8.
-    Golden-section style interval refinement (Kiefer 1953) on the grid of ``10^(k/2)``. A ``cfg.version`` of 1
-    gives stage one alone, as version 1 did (so its records can be reproduced and reused).
+    the same way, its first step from zeros, while each step beats everything (a tie stops it), up to the rung
+    before the walk's next penalty (fitted by the walk); its rungs are ``coarse * 10^(j step)``, so 1e-9 and
+    3.16e-10 below 1e-8.
+    Interval refinement (Kiefer 1953) on the grid of ``10^(k/2)``. ``cfg.version`` 1 gives stage one alone.
 
     The choice: the refined penalty with the most held-out hits (ties: the larger) replaces ``coarse`` when it
     scores at least ``gain`` points above it (hit counts, as the walk compares them); else ``coarse`` stays. So
@@ -340,7 +341,7 @@ def refine_lambda(F_train, y_train, cfg: RefineConfig, seeds=(), remember=None, 
         if lam > top or lam < bottom:
             continue  # stage one went on past the end of the path
         beside = min((p for p in cfg.lambdas if (p - cfg.coarse) * sign > 0), key=lambda p: abs(p - cfg.coarse))
-        room = round(abs(math.log10(beside / cfg.coarse)) / cfg.step) - 1  # rungs between coarse and the walk's next
+        room = round(abs(math.log10(beside) - math.log10(cfg.coarse)) / cfg.step) - 1  # rungs before the walk's next
         last = None
         for j in range(2, room + 1):
             if not beats_everything(lam):
