@@ -295,6 +295,7 @@ def test_the_help_gives_the_lambda_path_and_bounds_the_code_uses(capsys):
     from lazylab.experiments.convex import LAMBDAS, LARGEST_LAMBDA, SMALLEST_LAMBDA
 
     code, out, _ = run(capsys, "ladder", "--help")
+    assert code == 0
     text = " ".join(out.split())
     low, high = map(float, re.search(r"each from (\S+) to (\S+) \[default", text).groups())
     assert low == pytest.approx(SMALLEST_LAMBDA, rel=0.05) and low >= SMALLEST_LAMBDA and high == LARGEST_LAMBDA
