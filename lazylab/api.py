@@ -229,7 +229,7 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
       readout: the frozen heads, as ``lazylab ladder --readout`` (``READOUTS``; docs/convex.md): ``adamw``, the
         protocol's epochs; ``convex``, the convex optimum of the same objective (frozen arms only; no AdamW
         runs); ``both``, the protocol and the optimum with the wall table (``Ladder.convex``, ``Ladder.wall``).
-      lambdas: the convex readout's L2 penalty path (distinct, from ``SMALLEST_LAMBDA`` to ``LARGEST_LAMBDA``;
+      lambdas: the convex readout's L2 penalty path (distinct, within ``convex_solve.lambda_path``'s bounds;
         walked largest first) [default: ``lazylab.experiments.convex.LAMBDAS``].
       cache_dir: the memo [default: ``$LAZYLAB_CACHE``, else ``~/.cache/lazylab/memo``].
       data_dir: Fashion-MNIST [default: ``$LAZYLAB_DATA`` or the Debian package's folder].
@@ -312,18 +312,15 @@ def ladder(arms: Iterable[str] | str | None = None, widths: Iterable[int] | None
 
 
 def _lambdas(values) -> tuple[float, ...] | None:
-    """``ladder``'s ``lambdas``: distinct penalties from ``SMALLEST_LAMBDA`` to ``LARGEST_LAMBDA``, largest first;
-    None when not given."""
-    from lazylab.experiments.convex import LARGEST_LAMBDA, SMALLEST_LAMBDA
+    """``ladder``'s ``lambdas`` (``convex_solve.lambda_path``), largest first; None when not given."""
+    from lazylab.experiments.convex_solve import lambda_path
 
     if values is None:
         return None
-    out = tuple(values)
-    if not out or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA
-                      for v in out) or len(set(out)) < len(out):
-        raise LazylabError(f"lambdas: expected distinct penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}, "
-                           f"got {list(out)!r}")
-    return tuple(sorted((float(v) for v in out), reverse=True))
+    try:
+        return lambda_path(values)
+    except ValueError as err:
+        raise LazylabError(f"lambdas: {err}") from None
 
 
 def _convex_readouts(ws, plan, lambdas, memo_only: bool) -> dict:

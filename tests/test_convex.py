@@ -288,11 +288,23 @@ def test_bad_lambdas(capsys, memo_dir, lambdas):
     assert_one_line_error(code, err, "--lambdas")
 
 
+@pytest.mark.parametrize("lambdas", [(), ("1e-3",), (True,), (0.0,), (1e37,), (1e-3, 0.001), (float("nan"),)])
+def test_bad_lambdas_from_python(memo_dir, lambdas):
+    """``lazylab.api.ladder(lambdas=)`` refuses what ``--lambdas`` refuses, in one line, before any work."""
+    from lazylab import api
+    from lazylab.errors import LazylabError
+
+    with pytest.raises(LazylabError, match=r"^lambdas: (expected penalties from|a penalty is given more than once)") as err:
+        api.ladder(arms="yat-frozen", readout="convex", lambdas=lambdas, cache_dir=memo_dir)
+    assert "\n" not in str(err.value)
+
+
 def test_the_help_gives_the_lambda_path_and_bounds_the_code_uses(capsys):
     """``ladder --help`` states the default path and the bounds ``--lambdas`` enforces, as numbers it accepts."""
     import re
 
-    from lazylab.experiments.convex import LAMBDAS, LARGEST_LAMBDA, SMALLEST_LAMBDA
+    from lazylab.experiments.convex import LAMBDAS
+    from lazylab.experiments.convex_solve import LARGEST_LAMBDA, SMALLEST_LAMBDA
 
     code, out, _ = run(capsys, "ladder", "--help")
     assert code == 0

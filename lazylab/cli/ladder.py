@@ -22,9 +22,9 @@ from lazylab.paths import writable_dir, writable_file
 
 
 def _lambdas(value: str | None) -> tuple[float, ...] | None:
-    """``--lambdas``: comma-separated distinct penalties from ``SMALLEST_LAMBDA`` to ``LARGEST_LAMBDA``, largest
-    first; None when not given."""
-    from lazylab.experiments.convex import LARGEST_LAMBDA, SMALLEST_LAMBDA
+    """``--lambdas``: comma-separated distinct penalties (``convex_solve.lambda_path``), largest first; None when
+    not given."""
+    from lazylab.experiments.convex_solve import lambda_path
 
     if value is None:
         return None
@@ -32,12 +32,10 @@ def _lambdas(value: str | None) -> tuple[float, ...] | None:
         given = [float(v) for v in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint="--lambdas") from None
-    if any(not (SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA) for v in given):
-        raise click.BadParameter(f"expected penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}, got {value!r}",
-                                 param_hint="--lambdas")
-    if len(set(given)) < len(given):
-        raise click.BadParameter(f"a penalty is given more than once in {value!r}", param_hint="--lambdas")
-    return tuple(sorted(given, reverse=True))
+    try:
+        return lambda_path(given)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--lambdas") from None
 
 
 @click.command()

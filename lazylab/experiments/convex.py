@@ -68,11 +68,6 @@ REFINE_STEP = 0.5  # decades between the walk's choice and each refined penalty
 REFINE_GAIN = 0.1  # held-out points a refined penalty must gain to replace the walk's choice (10 of 10,000 images)
 REFINE_BEYOND = 4  # half-decade steps the refinement may go on past an end of the path
 REFINE_VERSION = 2  # 2: a neighbour that beat everything inside the path is followed towards the walk's next penalty
-# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
-# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
-SMALLEST_LAMBDA = 1.1754944e-38
-# Above it a penalty, or the refinement's steps of up to two decades past the path's top, leave float32's range.
-LARGEST_LAMBDA = 1e36
 
 
 @dataclass(frozen=True)

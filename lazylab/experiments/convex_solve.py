@@ -46,6 +46,25 @@ MAX_ITER = 1000
 MAXCOR = 10  # L-BFGS memory: correction pairs kept
 PRECOND_ROWS = 16384  # images behind the whitening preconditioner (at least 2 per unit)
 FLOAT32_TINY = np.finfo(np.float32).tiny  # the smallest normal float32, 1.18e-38
+# lambda = 0 has no minimiser when the classes are separable (a wide bank on few images); a penalty below
+# float32's smallest normal number (the solver's gradients are float32) is zero in all but name.
+SMALLEST_LAMBDA = 1.1754944e-38
+# Above it a penalty, or the refinement's steps of up to two decades past the path's top, leave float32's range.
+LARGEST_LAMBDA = 1e36
+
+
+def lambda_path(values) -> tuple[float, ...]:
+    """A penalty path as the walk takes it: ``values`` (numbers) as floats, largest first.
+
+    Raises: ValueError (one line) when ``values`` is empty, holds something other than a number or a penalty
+    outside ``SMALLEST_LAMBDA``..``LARGEST_LAMBDA``, or gives a penalty twice."""
+    given = tuple(values)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given)
+    if not given or not numbers or any(not SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA for v in given):
+        raise ValueError(f"expected penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}, got {list(given)!r}")
+    if len(set(given)) < len(given):
+        raise ValueError(f"a penalty is given more than once in {list(given)!r}")
+    return tuple(sorted(map(float, given), reverse=True))
 
 
 def normal_float32(G: np.ndarray) -> np.ndarray:
