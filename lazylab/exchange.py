@@ -512,6 +512,24 @@ def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> s
     return f"about {round2(point)} ({round2(low)}-{round2(high)})"
 
 
+def per_unit_words(hit: dict) -> str | None:
+    """A fair match's frozen units per trained unit (``hit["per_unit"]``: point, low, high, as
+    ``experiments.optimum.fair_answer`` stores them) in the words its width is given in (``match_text``):
+    ``"31"`` beside "about 490 (390-690)", ``"at least 88"`` beside "at least 2,800", ``"6 to 26"`` beside
+    "between 180 and 820", ``"at most 9"`` beside "at most 140"; None where the width lies outside the sweep or
+    its interval spans all of it."""
+    point, low, high = hit["per_unit"]
+    if not isinstance(point, float):
+        return None
+    if low == "below":
+        return None if high == "beyond" else f"at most {round2(high)}"
+    if high == "beyond":
+        return f"at least {round2(low)}"
+    if high / low > RANGE_RATIO:
+        return f"{round2(low)} to {round2(high)}"
+    return round2(point)
+
+
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:
     """One frozen arm's match for one trained accuracy: ``crossing`` of the frozen means at the trained mean and
     ``crossing_interval`` (none with one seed a side: ``"about 490 (one seed: no interval)"``). Returns ``{"width": point | "below" | "beyond", "interval": [low, high] (same

@@ -36,7 +36,7 @@ def _md(header: list[str], rows: list[list[str]]) -> str:
 
 def fair_table(payload: dict) -> str:
     """Every trained width of every trained arm at its held-out optimum, matched by each frozen arm."""
-    from lazylab.exchange import round2
+    from lazylab.exchange import per_unit_words
 
     fair = payload["analysis"]["fair"]
     frozen = list(fair["answers"]["fair"][0]["matches"]) if fair["answers"]["fair"] else []
@@ -45,8 +45,8 @@ def fair_table(payload: dict) -> str:
         cells = []
         for f in frozen:
             hit = r["matches"].get(f)
-            per = hit and hit["per_unit"][0]
-            cells.append("-" if hit is None else hit["text"] + (f" ({round2(per)} per unit)" if isinstance(per, float) else ""))
+            per = hit and per_unit_words(hit)
+            cells.append("-" if hit is None else hit["text"] + (f" ({per} per unit)" if per else ""))
         rows.append([r["trained"], str(r["width"]), f"{r['trained_acc']:.2f}", *cells])
     return _md(["trained arm", "m", "test % (optimum)", *frozen], rows)
 

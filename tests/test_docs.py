@@ -65,6 +65,8 @@ def test_the_readme_states_the_shipped_answer():
     for arm in ("gaussian-frozen", "yat-frozen"):
         assert f"about {round2(row['matches'][arm]['width'])} frozen" in README, arm
     assert f"{row['width']} trained" in README and f"{row['trained_acc']:.1f} %" in README
+    flat = " ".join(README.split())
+    assert words.notes and all(note in flat for note in words.notes)  # where the price outgrows the sweep
 
 
 @pytest.mark.parametrize("preset", ["quick", "paper"])

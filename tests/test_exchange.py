@@ -408,3 +408,18 @@ def test_one_seed_a_side_gives_the_crossing_without_an_interval():
     hit = match(widths, one, [86.0])  # between 256 (85 %) and 1024 (88 %): a third of the way in log m
     assert hit["width"] == pytest.approx(256 * 4 ** (1 / 3)) and hit["text"] == "about 410 (one seed: no interval)"
     assert match(widths, one, [89.0])["text"] == "> 1,024"
+
+
+@pytest.mark.parametrize("per_unit, words", [
+    ([31.2, 24.6, 43.1], "31"),                 # about 490 (390-690) at 16
+    ([120.0, 87.5, "beyond"], "at least 88"),   # at least 2,800 at 32
+    ([25.0, 11.25, 51.25], "11 to 51"),         # between 180 and 820 at 16: a factor 4.6
+    ([5.0, "below", 9.0], "at most 9"),
+    ([5.0, "below", "beyond"], None),           # anywhere: nothing worth reading
+    (["beyond", 100.0, "beyond"], None),        # > 8,192 (at least ...): outside the sweep
+])
+def test_frozen_units_per_trained_unit_are_worded_as_the_width_is(per_unit, words):
+    """A per-unit figure never reads as a point where the width beside it is a bound or a range."""
+    from lazylab.exchange import per_unit_words
+
+    assert per_unit_words({"per_unit": per_unit}) == words

@@ -168,3 +168,23 @@ def test_the_fair_sentence_prefers_a_bank_that_already_matches_at_the_smallest_w
     assert text.startswith("16 trained Yat units (80.0 %) are matched already by the smallest frozen bank measured, "
                            "16 frozen Gaussian units centred on training images: one trained Yat unit is worth at most 1")
     assert "; 64 trained units already by the smallest, 16 frozen Gaussian" in text and "1,700" not in text
+
+
+def test_the_fair_sentence_names_the_width_from_which_no_bank_matches():
+    """Matched at 16, at 32 too, unmatched at 64 and 128: the sentence says so from 64 on (more than 8,192 / 64
+    per trained unit), not only at the widest; a match at the widest again brings back the widest's clause."""
+    from lazylab.experiments.optimum import fair_sentence
+
+    def row(width, matched):
+        hit = {"width": 500.0 * width / 16, "text": f"about {500 * width // 16}"} if matched else \
+            {"width": "beyond", "text": "> 8,192"}
+        return {"trained": "yat-trained", "width": width, "trained_acc": 80.0 + width / 16,
+                "matches": {"gaussian-frozen": hit}}
+
+    inits = {"gaussian-frozen": "data"}
+    text = fair_sentence([row(16, True), row(32, True), row(64, False), row(128, False)], [16, 8192], inits)
+    assert text.endswith("; 64 trained units (84.0 %) and every wider layer measured by no frozen bank up to 8,192 "
+                         "units (more than 128 per trained unit).")
+    text = fair_sentence([row(16, True), row(64, False), row(128, True)], [16, 8192], inits)
+    assert text.endswith("; 128 trained units by about 4000 frozen Gaussian units centred on training images "
+                         "(about 31 per trained unit).")

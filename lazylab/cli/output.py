@@ -429,6 +429,8 @@ def fair_parts(fair: dict | None) -> list:
     frozen arm (matching width, interval, frozen units per trained unit), the answers (``ANSWER_NAMES``) side by
     side for the first trained arm's smallest width (one column per answer, one row per frozen bank), and the
     method in one paragraph."""
+    from lazylab.exchange import per_unit_words, unit_name
+
     if not fair or not fair["answers"].get("fair"):
         return []
     parts: list = ["the fair answer: " + fair["sentence"]]
@@ -438,16 +440,13 @@ def fair_parts(fair: dict | None) -> list:
         table.add_column(col, justify="right" if col in ("m", "acc (%)", "per unit") else "left")
     for r in fair["answers"]["fair"]:
         for f, hit in r["matches"].items():
-            per = hit["per_unit"][0]
             table.add_row(r["trained"], str(r["width"]), num(r["trained_acc"]), f, hit["text"],
-                          f"{per:.3g}" if isinstance(per, float) else "-")
+                          per_unit_words(hit) or "-")
     add_notes(table, [f"{arm}: {n} of {total} readouts stop at the iteration cap, so its accuracies are lower bounds "
                       "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n]
               + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} arm-widths, from "
                   f"{fair['unrefined'][0][0]} m={fair['unrefined'][0][1]}"] if fair.get("unrefined") else []))
     parts.append(table)
-    from lazylab.exchange import unit_name
-
     first = fair["answers"]["fair"][0]
     # One column per answer, one row per frozen bank: four answers fit 80 columns, an interval under its width.
     answers = {name: next((r for r in rows if (r["trained"], r["width"]) == (first["trained"], first["width"])), None)

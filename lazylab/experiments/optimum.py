@@ -560,12 +560,15 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
         text = (f"One trained {unit} unit is worth about {ex_round(width / r['width'])} "
                 f"{bank_words(frozen, inits.get(frozen))}: {r['width']} trained {unit} units "
                 f"({r['trained_acc']:.1f} %) are matched by {r['matches'][frozen]['text']} of them")
-    wide = first[-1]
+    # the narrowest trained width from which no frozen bank matches any wider one: the price has outgrown the sweep
+    gone = next((i for i in range(1, len(first)) if all(cheapest(x) is None for x in first[i:])), None)
+    wide = first[-1] if gone is None else first[gone]
     if wide is not r:
         b = cheapest(wide)
         if b is None:
-            text += (f"; {wide['width']} trained units ({wide['trained_acc']:.1f} %) by no frozen bank up to {top:,} "
-                     f"units (more than {top // wide['width']:,} per trained unit)")
+            wider = "" if wide is first[-1] else " and every wider layer measured"
+            text += (f"; {wide['width']} trained units ({wide['trained_acc']:.1f} %){wider} by no frozen bank up to "
+                     f"{top:,} units (more than {top // wide['width']:,} per trained unit)")
         elif b[1]:
             text += (f"; {wide['width']} trained units already by the smallest, {b[0]:,} "
                      f"{bank_words(b[2], inits.get(b[2]))} (at most {ex_round(b[0] / wide['width'])} per trained unit)")

@@ -172,7 +172,7 @@ def _fair_words(fair: dict, epochs, inits: dict) -> AnswerWords:
     picked = shown(row)
     if picked:
         pers = [_per_unit(row["matches"][f], w) for f in picked]
-        headline = (f"One trained {unit} unit is worth about "
+        headline = (f"In a layer of {w}, one trained {unit} unit is worth about "
                     + ", or about ".join(f"{per} {bank_words(f, inits.get(f))}" for f, (per, _) in zip(picked, pers))
                     + ".")
         spreads = [f"{spread} {unit_name(f)} units" for f, (_, spread) in zip(picked, pers) if spread]
@@ -188,11 +188,14 @@ def _fair_words(fair: dict, epochs, inits: dict) -> AnswerWords:
             readouts.append((label.replace("the protocol", f"the protocol ({epochs} epochs of AdamW)", 1)
                              if name == "protocol" else label, line(match) + "."))
     notes = []
-    widest = [r for r in answers["fair"] if r["trained"] == row["trained"]][-1]
-    if widest is not row and not shown(widest):
-        top = max(fair["sweep"])
-        notes.append(f"{widest['width']} trained {unit} units ({widest['trained_acc']:.1f} %): no frozen bank up to "
-                     f"{top:,} units matches them, more than {top // widest['width']:,} frozen units per trained unit.")
+    mine = [r for r in answers["fair"] if r["trained"] == row["trained"]]
+    # the narrowest trained width from which no frozen bank matches any wider one: the price has outgrown the sweep
+    gone = next((r for i, r in enumerate(mine) if i and not any(shown(x) for x in mine[i:])), None)
+    if gone is not None:
+        top, wider = max(fair["sweep"]), "" if gone is mine[-1] else " and every wider layer measured"
+        notes.append(f"{gone['width']} trained {unit} units ({gone['trained_acc']:.1f} %){wider}: no frozen bank up "
+                     f"to {top:,} units matches them, more than {top // gone['width']:,} frozen units per trained "
+                     "unit.")
     return AnswerWords(headline, interval, readouts, notes)
 
 

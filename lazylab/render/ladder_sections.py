@@ -131,15 +131,15 @@ def _fair_block(fair: dict, pid: str, figures: str) -> list[str]:
     """The fair answer (``experiments.optimum.fair_answer``): one row per trained width of its first trained arm
     with each frozen bank's match and frozen units per trained unit, ``figures`` (HTML), the readings side by side
     for the smallest width (folded), and the method in one paragraph."""
-    from lazylab.exchange import round2
+    from lazylab.exchange import per_unit_words
 
     rows_all = fair["answers"]["fair"]
     first = rows_all[0]
     mine = [r for r in rows_all if r["trained"] == first["trained"]]
     frozen = list(first["matches"])
     rows = [[_e(r["width"]), _f(r["trained_acc"]),
-             *[_e(r["matches"][f]["text"]) + (f" <small>({round2(r['matches'][f]['per_unit'][0])} per unit)</small>"
-                                            if isinstance(r["matches"][f]["per_unit"][0], float) else "")
+             *[_e(r["matches"][f]["text"]) + (f" <small>({_e(per)} per unit)</small>"
+                                            if (per := per_unit_words(r["matches"][f])) else "")
                for f in frozen]] for r in mine]
     out = [_table([f"trained {first['trained']} m", "test acc (%)", *frozen], rows, f"{pid}fair-table",
                   left={2, 3, 4, 5}, cards=True), figures]
