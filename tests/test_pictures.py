@@ -233,3 +233,26 @@ def test_no_figure_file_for_an_empty_selection(tmp_path):
     written = F.ladder_figures(_payload(["yat-frozen", "yat-trained"]), tmp_path)
     assert sorted(p.name for p in written) == ["accuracy.png", "accuracy.svg", "movement.png", "movement.svg",
                                                "wall.png", "wall.svg"]
+
+
+def test_the_exchange_curve_labels_a_point_as_the_tables_word_it():
+    """A match whose interval is open (at least ...) is drawn open and labelled with the bound, not a point;
+    a closed one is filled and labelled with its point. A synthetic fair answer: two trained widths, one bank."""
+    from lazylab.exchange import per_unit_words
+
+    def hit(width, low, high):
+        return {"width": width, "interval": [low, high], "text": "",
+                "per_unit": [width / 16, low / 16, high if isinstance(high, str) else high / 16]}
+
+    rows = [{"trained": "yat-trained", "width": 16, "trained_acc": 86.0,
+             "matches": {"gaussian-frozen": hit(490.0, 390.0, 690.0)}},
+            {"trained": "yat-trained", "width": 32, "trained_acc": 88.0,
+             "matches": {"gaussian-frozen": {**hit(5400.0, 2800.0, "beyond"),
+                                             "per_unit": [5400.0 / 32, 2800.0 / 32, "beyond"]}}}]
+    payload = {"analysis": {"fair": {"sweep": [16, 8192], "answers": {"fair": rows}}}, "arms": []}
+    fig = F.exchange_curve_plot(payload)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts if t.get_text()]  # the open end's arrow has none
+    assert labels == ["31", "at least 88"] == [per_unit_words(r["matches"]["gaussian-frozen"]) for r in rows]
+    open_points = [ln for ln in ax.lines if ln.get_markerfacecolor() == "white" and len(ln.get_xdata()) == 1]
+    assert [float(ln.get_ydata()[0]) for ln in open_points] == [5400.0 / 32]

@@ -451,12 +451,13 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
 
     One line per frozen arm for the first trained arm of ``payload["analysis"]["fair"]["answers"]["fair"]``
     (``experiments.optimum.fair_answer``): a filled marker where the frozen curve crosses the trained accuracy
-    inside the sweep, with its 95 % interval as a bar (an open end drawn as an arrow); an open triangle
+    inside the sweep, with its 95 % interval as a bar (an open end drawn as an arrow), labelled as the tables word
+    it (``exchange.per_unit_words``) and drawn open where only the interval is worth reading; an open triangle
     pointing up at ``widest bank / trained width`` where no bank of the sweep matches (a lower bound).
     Lines in the style of a frozen bank read out at the optimum (``LINE_STYLES["convex"]``). ``narrow``: drawn
     ``NARROW``, the legend in one column below. Returns the ``Figure`` (not saved), or None without a fair answer.
     """
-    from lazylab.exchange import round2
+    from lazylab.exchange import per_unit_words, round2
 
     fair = fair_rows(payload.get("analysis") or {})
     if not fair:
@@ -486,7 +487,12 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
                 ax.plot([x, x], [lo, hi], color=st.colour, linewidth=4, alpha=0.35, solid_capstyle="butt")
                 if high == "beyond":
                     ax.annotate("", (x, hi * 1.8), (x, hi), arrowprops=dict(arrowstyle="->", color=st.colour, lw=1.2))
-                ax.annotate(round2(point / w), (x, point / w), xytext=(6, 0), textcoords="offset points",
+                words = per_unit_words(hit)
+                if words != round2(point / w):  # only the interval is worth reading: an open marker, the range
+                    marks.add("range")
+                    ax.plot([x], [point / w], marker=st.marker, markersize=7, markerfacecolor="white",
+                            markeredgecolor=st.colour, markeredgewidth=1.4, linestyle="none", zorder=3)
+                ax.annotate(words, (x, point / w), xytext=(6, 0), textcoords="offset points",
                             va="center", fontsize=8, color=st.colour, fontweight="bold")
             else:  # beyond the sweep: a lower bound; below it: an upper bound
                 marks.add(point)
@@ -499,6 +505,9 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
 
     handles = ax.get_legend_handles_labels()[0] + [
         Line2D([], [], color="0.4", linewidth=4, alpha=0.35, label="95 % interval over seeds (arrow: open end)")]
+    if "range" in marks:
+        handles.append(Line2D([], [], color="0.4", marker="o", markerfacecolor="white", linestyle="none", markersize=7,
+                              label="open marker: only the interval is worth reading"))
     if "beyond" in marks:
         handles.append(Line2D([], [], color="0.4", marker="^", markerfacecolor="white", linestyle="none", markersize=8,
                               label=f"no frozen bank up to {top:,} matches: more than this"))

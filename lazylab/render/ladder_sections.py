@@ -224,7 +224,9 @@ def _paper_section(e: dict | None) -> str:
         figures = _img(e, "paper_exchange.png", "frozen units per trained unit",
                        "<b>The exchange curve.</b> Frozen units per trained unit against the trained width, both "
                        "sides at their held-out optimum: a filled marker where a frozen bank of the sweep matches, "
-                       "with its 95 % interval; an open triangle where none does (a lower bound).",
+                       "with its 95 % interval (open where only the interval is worth reading); an open triangle "
+                       "where none does (a lower bound, widest bank / m: it falls with m only because the sweep "
+                       "ends there).",
                        narrow="paper_exchange_narrow.png") + figures
     return "\n".join([*_exchange_block(d, "paper-", f'<div class="figrow">{figures}</div>', sentence=False),
                       _published_block(d), _ladder_section(e, "paper-", "paper", lead=True)])
