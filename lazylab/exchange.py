@@ -512,22 +512,33 @@ def match_text(point: float, low: float, high: float, sweep: Sequence[int]) -> s
     return f"about {round2(point)} ({round2(low)}-{round2(high)})"
 
 
+def round_ratio(x: float) -> str:
+    """A ratio in plain words: two significant figures (``21.9 -> "22"``, ``99.8 -> "100"``, ``3.46 -> "3.5"``,
+    ``1234 -> "1,200"``, ``0.34 -> "0.34"``)."""
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 1 - int(math.floor(math.log10(x)))
+    rounded = round(x, digits)
+    return f"{rounded:,.0f}" if digits <= 0 else f"{rounded:.{digits}f}"
+
+
 def per_unit_words(hit: dict) -> str | None:
     """A fair match's frozen units per trained unit (``hit["per_unit"]``: point, low, high, as
-    ``experiments.optimum.fair_answer`` stores them) in the words its width is given in (``match_text``):
-    ``"31"`` beside "about 490 (390-690)", ``"at least 88"`` beside "at least 2,800", ``"6 to 26"`` beside
-    "between 180 and 820", ``"at most 9"`` beside "at most 140"; None where the width lies outside the sweep or
-    its interval spans all of it."""
+    ``experiments.optimum.fair_answer`` stores them beside ``match``'s fields) in the words its width is given in
+    (``match_text``): ``"31"`` beside "about 490 (390-690)", ``"at least 87"`` beside "at least 2,800",
+    ``"11 to 51"`` beside "between 180 and 820", ``"at most 9.0"`` beside "at most 140"; None where the width lies
+    outside the sweep or its interval spans all of it. ``hit["range"]`` (``match``) says whether only the
+    interval is worth reading, so the two never disagree at a ratio of exactly ``RANGE_RATIO``."""
     point, low, high = hit["per_unit"]
     if not isinstance(point, float):
         return None
     if low == "below":
-        return None if high == "beyond" else f"at most {round2(high)}"
+        return None if high == "beyond" else f"at most {round_ratio(high)}"
     if high == "beyond":
-        return f"at least {round2(low)}"
-    if high / low > RANGE_RATIO:
-        return f"{round2(low)} to {round2(high)}"
-    return round2(point)
+        return f"at least {round_ratio(low)}"
+    if hit.get("range"):
+        return f"{round_ratio(low)} to {round_ratio(high)}"
+    return round_ratio(point)
 
 
 def match(widths: Sequence[int], frozen: dict, trained: Sequence[float], level: float = INTERVAL_LEVEL) -> dict:

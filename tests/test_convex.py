@@ -288,15 +288,30 @@ def test_bad_lambdas(capsys, memo_dir, lambdas):
     assert_one_line_error(code, err, "--lambdas")
 
 
-@pytest.mark.parametrize("lambdas", [(), ("1e-3",), (True,), (0.0,), (1e37,), (1e-3, 0.001), (float("nan"),)])
+@pytest.mark.parametrize("lambdas", [(), ("1e-3",), (True,), (0.0,), (1e37,), (1e-3, 0.001), (float("nan"),), 1e-3,
+                                     "1e-3", (10**17, 10**17 + 1), (10**400,), [1.0] * 5000])
 def test_bad_lambdas_from_python(memo_dir, lambdas):
-    """``lazylab.api.ladder(lambdas=)`` refuses what ``--lambdas`` refuses, in one line, before any work."""
+    """``lazylab.api.ladder(lambdas=)`` refuses what ``--lambdas`` refuses, in one short line, before any work."""
     from lazylab import api
     from lazylab.errors import LazylabError
 
-    with pytest.raises(LazylabError, match=r"^lambdas: (expected penalties from|a penalty is given more than once)") as err:
+    with pytest.raises(LazylabError, match=r"^lambdas: (expected (a sequence of )?penalties from|the penalty \S+ is "
+                                           r"given more than once)") as err:
         api.ladder(arms="yat-frozen", readout="convex", lambdas=lambdas, cache_dir=memo_dir)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 160
+
+
+def test_a_lambda_path_takes_any_real_numbers_as_floats():
+    """NumPy and ``fractions`` numbers are penalties as Python floats are (what the CLI's text would give)."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from lazylab.experiments.convex_solve import lambda_path
+
+    assert lambda_path(np.array([1e-4, 1e-2])) == (1e-2, 1e-4)
+    assert lambda_path([np.float32(0.5), np.int64(2), Fraction(1, 1000)]) == (2.0, 0.5, 0.001)
+    assert lambda_path(x for x in (1e-6, 1e-3)) == (1e-3, 1e-6)
 
 
 def test_the_help_gives_the_lambda_path_and_bounds_the_code_uses(capsys):

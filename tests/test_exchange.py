@@ -410,16 +410,40 @@ def test_one_seed_a_side_gives_the_crossing_without_an_interval():
     assert match(widths, one, [89.0])["text"] == "> 1,024"
 
 
-@pytest.mark.parametrize("per_unit, words", [
-    ([31.2, 24.6, 43.1], "31"),                 # about 490 (390-690) at 16
-    ([120.0, 87.5, "beyond"], "at least 88"),   # at least 2,800 at 32
-    ([25.0, 11.25, 51.25], "11 to 51"),         # between 180 and 820 at 16: a factor 4.6
-    ([5.0, "below", 9.0], "at most 9"),
-    ([5.0, "below", "beyond"], None),           # anywhere: nothing worth reading
-    (["beyond", 100.0, "beyond"], None),        # > 8,192 (at least ...): outside the sweep
+@pytest.mark.parametrize("per_unit, ranged, words", [
+    ([31.2, 24.6, 43.1], False, "31"),                 # about 490 (390-690) at 16
+    ([120.0, 87.5, "beyond"], True, "at least 88"),    # at least 2,800 at 32
+    ([25.0, 11.25, 51.25], True, "11 to 51"),          # between 180 and 820 at 16: a factor 4.6
+    ([9.0, 4.0, 16.000000000000004], False, "9.0"),      # match judged the interval 4 wide, not more: a point
+    ([5.0, "below", 9.0], True, "at most 9.0"),
+    ([0.3, "below", 0.42], True, "at most 0.42"),      # a ratio under 1 keeps two figures
+    ([5.0, "below", "beyond"], True, None),            # anywhere: nothing worth reading
+    (["beyond", 100.0, "beyond"], False, None),        # > 8,192 (at least ...): outside the sweep
 ])
-def test_frozen_units_per_trained_unit_are_worded_as_the_width_is(per_unit, words):
-    """A per-unit figure never reads as a point where the width beside it is a bound or a range."""
+def test_frozen_units_per_trained_unit_are_worded_as_the_width_is(per_unit, ranged, words):
+    """A per-unit figure never reads as a point where the width beside it is a bound or a range (``match``'s
+    ``range``), and reads as one where it is not."""
     from lazylab.exchange import per_unit_words
 
-    assert per_unit_words({"per_unit": per_unit}) == words
+    assert per_unit_words({"per_unit": per_unit, "range": ranged}) == words
+
+
+def test_per_unit_words_and_match_text_agree_on_every_match():
+    """On matches ``match`` computes from noisy synthetic curves (sweeps of powers of two and of 12 x them), the
+    per-unit words are a point exactly where the width's words are "about ..."."""
+    from lazylab.exchange import match, per_unit_words
+
+    rng = np.random.default_rng(0)
+    for start in (12, 16):
+        widths = [start * 2 ** k for k in range(8)]
+        for _ in range(60):
+            spread, slope = rng.uniform(0.05, 2.0), rng.uniform(0.3, 3.0)
+            frozen = {w: [70 + slope * np.log2(w / start) + d for d in rng.normal(0, spread, 3)] for w in widths}
+            trained = list(rng.uniform(68, 70 + slope * 8, 1) + rng.normal(0, spread, 3))
+            for w in (12, 16, 24, 100):
+                hit = match(widths, frozen, trained)
+                units = lambda v: v / w if isinstance(v, float) else v  # noqa: E731 (as optimum.fair_answer)
+                hit["per_unit"] = [units(hit["width"]), *map(units, hit["interval"])]
+                words = per_unit_words(hit)
+                assert (words is not None and words[0].isdigit() and " " not in words) == \
+                    hit["text"].startswith("about"), (hit, words)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lazylab.render.answer import WORDS, about, answer_words
+from lazylab.exchange import round_ratio
+from lazylab.render.answer import WORDS, answer_words
 from lazylab.render.page import report_html
 from lazylab.render.report import _payload_data
 
@@ -41,9 +42,9 @@ def test_the_answer_in_plain_words_is_first_under_the_title(reference_page):
     cheapest = min((m for m in row["matches"].values() if isinstance(m["width"], (int, float))),
                    key=lambda m: m["width"])
     assert words.headline.startswith(f"In a layer of {row['width']}, one trained Yat unit is worth about "
-                                     f"{about(cheapest['width'] / row['width'])} ")
+                                     f"{round_ratio(cheapest['width'] / row['width'])} ")
     lo, hi = (v / row["width"] for v in cheapest["interval"])
-    assert words.interval.startswith(f"Across seeds: {about(lo)} to {about(hi)} Gaussian units")
+    assert words.interval.startswith(f"Across seeds: {round_ratio(lo)} to {round_ratio(hi)} Gaussian units")
     assert len(words.headline.split()) <= 28  # read in ten seconds
     # one line per reading, each with its numbers; the jargon linked to "Words used here"
     assert [label.split(" (")[0] for label, _ in words.readouts] == [

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import numbers
 
 import numpy as np
 
@@ -54,17 +55,29 @@ LARGEST_LAMBDA = 1e36
 
 
 def lambda_path(values) -> tuple[float, ...]:
-    """A penalty path as the walk takes it: ``values`` (numbers) as floats, largest first.
+    """A penalty path as the walk takes it: ``values`` (an iterable of real numbers: Python, NumPy or
+    ``fractions`` ones) as floats, largest first.
 
-    Raises: ValueError (one line) when ``values`` is empty, holds something other than a number or a penalty
-    outside ``SMALLEST_LAMBDA``..``LARGEST_LAMBDA``, or gives a penalty twice."""
-    given = tuple(values)
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given)
-    if not given or not numbers or any(not SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA for v in given):
-        raise ValueError(f"expected penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}, got {list(given)!r}")
-    if len(set(given)) < len(given):
-        raise ValueError(f"a penalty is given more than once in {list(given)!r}")
-    return tuple(sorted(map(float, given), reverse=True))
+    Raises: ValueError (one short line, naming the first offending value) when ``values`` is not an iterable of
+    numbers (a string is not), is empty, holds a penalty outside ``SMALLEST_LAMBDA``..``LARGEST_LAMBDA`` (NaN
+    included), or gives a penalty twice (as floats: 1e17 and 1e17 + 1 are one penalty)."""
+    bounds = f"penalties from {SMALLEST_LAMBDA:.8g} to {LARGEST_LAMBDA:g}"
+    try:
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        given = list(values)
+    except TypeError:
+        raise ValueError(f"expected a sequence of {bounds}, got {values!r:.40}") from None
+    if not given:
+        raise ValueError(f"expected {bounds}, got none")
+    for v in given:
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not SMALLEST_LAMBDA <= v <= LARGEST_LAMBDA:
+            raise ValueError(f"expected {bounds}, got {v!r:.40}")
+    path = [float(v) for v in given]
+    if len(set(path)) < len(path):
+        twice = next(v for v in path if path.count(v) > 1)
+        raise ValueError(f"the penalty {twice:.8g} is given more than once")
+    return tuple(sorted(path, reverse=True))
 
 
 def normal_float32(G: np.ndarray) -> np.ndarray:

@@ -531,7 +531,7 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     """The fair answer in plain words: what one trained unit of the first trained arm is worth in frozen units
     of the cheapest matching bank, at its smallest trained width, and at its widest where measured. ``inits``:
     ``{arm: init}`` (a data-seeded bank is named as such, ``exchange.bank_words``)."""
-    from lazylab.exchange import bank_words, unit_name
+    from lazylab.exchange import bank_words, round_ratio, unit_name
 
     inits = inits or {}
     if not rows:
@@ -555,9 +555,9 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     if below:  # the smallest bank measured already matches: an upper bound
         text = (f"{r['width']} trained {unit} units ({r['trained_acc']:.1f} %) are matched already by the smallest "
                 f"frozen bank measured, {width:,} {bank_words(frozen, inits.get(frozen))}: one trained {unit} "
-                f"unit is worth at most {ex_round(width / r['width'])} of them")
+                f"unit is worth at most {round_ratio(width / r['width'])} of them")
     else:
-        text = (f"One trained {unit} unit is worth about {ex_round(width / r['width'])} "
+        text = (f"One trained {unit} unit is worth about {round_ratio(width / r['width'])} "
                 f"{bank_words(frozen, inits.get(frozen))}: {r['width']} trained {unit} units "
                 f"({r['trained_acc']:.1f} %) are matched by {r['matches'][frozen]['text']} of them")
     # the narrowest trained width from which no frozen bank matches any wider one: the price has outgrown the sweep
@@ -571,15 +571,8 @@ def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
                      f"{top:,} units (more than {top // wide['width']:,} per trained unit)")
         elif b[1]:
             text += (f"; {wide['width']} trained units already by the smallest, {b[0]:,} "
-                     f"{bank_words(b[2], inits.get(b[2]))} (at most {ex_round(b[0] / wide['width'])} per trained unit)")
+                     f"{bank_words(b[2], inits.get(b[2]))} (at most {round_ratio(b[0] / wide['width'])} per trained unit)")
         else:
             text += (f"; {wide['width']} trained units by {wide['matches'][b[2]]['text']} "
-                     f"{bank_words(b[2], inits.get(b[2]))} (about {ex_round(b[0] / wide['width'])} per trained unit)")
+                     f"{bank_words(b[2], inits.get(b[2]))} (about {round_ratio(b[0] / wide['width'])} per trained unit)")
     return text + "."
-
-
-def ex_round(x: float) -> str:
-    """A ratio to two significant figures: ``120``, ``9.4``, ``1,200``."""
-    from lazylab.exchange import round2
-
-    return round2(x) if x >= 10 else f"{x:.2g}"

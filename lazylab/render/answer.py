@@ -15,10 +15,9 @@ Words a teacher may not know link to the report's "Words used here" (``WORDS``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from lazylab.exchange import bank_words, unit_name
+from lazylab.exchange import bank_words, round_ratio, unit_name
 from lazylab.render.html_parts import _e
 
 # The glossary at the end of the report: anchor, word, meaning (plain words, one or two sentences).
@@ -57,27 +56,18 @@ class AnswerWords:
     notes: list[str] = field(default_factory=list)
 
 
-def about(x: float) -> str:
-    """A ratio in plain words: two significant figures (``21.9 -> "22"``, ``99.8 -> "100"``, ``3.46 -> "3.5"``)."""
-    if x <= 0 or not math.isfinite(x):
-        return f"{x:g}"
-    digits = 1 - int(math.floor(math.log10(x)))
-    rounded = round(x, digits)
-    return f"{rounded:,.0f}" if digits <= 0 else f"{rounded:.{digits}f}"
-
-
 def _numeric(match: dict | None) -> bool:
     return bool(match) and isinstance(match.get("width"), (int, float))
 
 
 def _per_unit(match: dict, trained_width: int) -> tuple[str, str]:
     """``(about N, "A to B" or "")``: a match's frozen width per trained unit, and its interval's."""
-    per = about(match["width"] / trained_width)
+    per = round_ratio(match["width"] / trained_width)
     lo, hi = (match.get("interval") or [None, None])[:2]
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        return per, f"{about(lo / trained_width)} to {about(hi / trained_width)}"
+        return per, f"{round_ratio(lo / trained_width)} to {round_ratio(hi / trained_width)}"
     words = {"below": "fewer than the smallest bank measured", "beyond": "more than the widest bank measured"}
-    ends = [about(v / trained_width) if isinstance(v, (int, float)) else words.get(v, str(v)) for v in (lo, hi)]
+    ends = [round_ratio(v / trained_width) if isinstance(v, (int, float)) else words.get(v, str(v)) for v in (lo, hi)]
     return per, (f"{ends[0]} to {ends[1]}" if lo is not None else "")
 
 
@@ -134,7 +124,7 @@ def answer_words(analysis: dict, plan: dict, inits: dict | None = None) -> Answe
         w, unit = int(row["width"]), unit_name(row["trained"])
         label = f"by the protocol ({epochs} epochs of AdamW)"
         if row.get("method") == "interpolated":
-            headline = (f"One trained {unit} unit is worth about {about(row['frozen_width'] / w)} "
+            headline = (f"One trained {unit} unit is worth about {round_ratio(row['frozen_width'] / w)} "
                         f"{bank_words(row['frozen'], inits.get(row['frozen']))}.")
         else:
             headline = ex.get("sentence") or ""

@@ -457,7 +457,7 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
     Lines in the style of a frozen bank read out at the optimum (``LINE_STYLES["convex"]``). ``narrow``: drawn
     ``NARROW``, the legend in one column below. Returns the ``Figure`` (not saved), or None without a fair answer.
     """
-    from lazylab.exchange import per_unit_words, round2
+    from lazylab.exchange import per_unit_words, round_ratio
 
     fair = fair_rows(payload.get("analysis") or {})
     if not fair:
@@ -487,13 +487,14 @@ def exchange_curve_plot(payload: dict, narrow: bool = False):
                 ax.plot([x, x], [lo, hi], color=st.colour, linewidth=4, alpha=0.35, solid_capstyle="butt")
                 if high == "beyond":
                     ax.annotate("", (x, hi * 1.8), (x, hi), arrowprops=dict(arrowstyle="->", color=st.colour, lw=1.2))
-                words = per_unit_words(hit)
-                if words != round2(point / w):  # only the interval is worth reading: an open marker, the range
+                words = per_unit_words(hit)  # None: the interval spans the whole sweep
+                if words != round_ratio(point / w):  # only the interval is worth reading: an open marker, the range
                     marks.add("range")
                     ax.plot([x], [point / w], marker=st.marker, markersize=7, markerfacecolor="white",
                             markeredgecolor=st.colour, markeredgewidth=1.4, linestyle="none", zorder=3)
-                ax.annotate(words, (x, point / w), xytext=(6, 0), textcoords="offset points",
-                            va="center", fontsize=8, color=st.colour, fontweight="bold")
+                if words:
+                    ax.annotate(words, (x, point / w), xytext=(6, 0), textcoords="offset points",
+                                va="center", fontsize=8, color=st.colour, fontweight="bold")
             else:  # beyond the sweep: a lower bound; below it: an upper bound
                 marks.add(point)
                 ax.plot([x], [(top if point == "beyond" else bottom) / w], marker="^" if point == "beyond" else "v",
