@@ -529,7 +529,8 @@ FAIR_METHOD = (
 
 def fair_sentence(rows: list[dict], sweep, inits: dict | None = None) -> str:
     """The fair answer in plain words: what one trained unit of the first trained arm is worth in frozen units
-    of the cheapest matching bank, at its smallest trained width, and at its widest where measured. ``inits``:
+    of the cheapest matching bank, at its smallest trained width, and at its widest where measured, or from the
+    narrowest trained width on which no frozen bank of the sweep matches any wider one. ``inits``:
     ``{arm: init}`` (a data-seeded bank is named as such, ``exchange.bank_words``)."""
     from lazylab.exchange import bank_words, round_ratio, unit_name
 
