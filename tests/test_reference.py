@@ -82,9 +82,11 @@ def _check_convex(p: dict) -> None:
     """The convex part (``run_convex_ladder``) agrees with its own records: each arm's lambda at each width is
     where its choice's walk down the path stopped (every lambda fitted but the last beat the best before it, the
     last did not or ended the path) and the best of those it fitted, every cell of that width is fitted at it, the
-    cell means and the wall are the records' means, and the answer is what ``answer_rows`` computes from the records."""
+    cell means and the wall are the records' means (its count of choices at an end of the penalties searched
+    too), and the answer is what ``answer_rows`` computes from the records."""
     from lazylab.arms import get_arm
     from lazylab.exchange import answer_rows
+    from lazylab.experiments.convex_wall import lambda_at_edge
     from lazylab.model import seed_indices
 
     plan, c = p["plan"], p["convex"]
@@ -117,6 +119,7 @@ def _check_convex(p: dict) -> None:
             row = p["analysis"]["wall"]["arms"][arm][str(w)]
             assert math.isclose(row["convex_acc"], cell["mean"], abs_tol=1e-9)
     assert len(c["runs"]) == len(c["arms"]) * len(widths) * len(plan["seeds"])
+    assert p["analysis"]["wall"]["lambda_at_edge"] == lambda_at_edge(c)
     # readouts finished at a partial frontier's other widths: beyond its widths, each at its own width's choice
     pending = c.get("pending") or {"runs": [], "choices": []}
     later = {(ch["config"]["arm"], ch["config"]["width"]): ch for ch in pending["choices"]}
