@@ -235,25 +235,34 @@ def test_readout_convex_says_when_lambda_is_an_end_of_the_path(capsys, memo_dir)
     code, out, err = run(capsys, "ladder", "--arms", "relu-frozen", "--widths", "8,16", *TINY, "--readout", "convex",
                          "--lambdas", "10,1")
     assert code == 0, err
-    assert "lambda: at an end of the penalties searched in 2 of 2 readouts, the best may lie beyond (--lambdas extends the path)\n" in out  # one line
+    assert ("lambda: in 2 of 2 readouts the held-out accuracy was not seen to fall on both sides of the chosen "
+            "penalty: the best may lie beyond (--lambdas extends the path)\n") in out  # one line
 
 
-def test_a_choice_counts_as_at_an_end_only_of_the_penalties_searched():
-    """A choice at the path's end that the refinement carried past it and saw fall again is inside what was
-    searched; one at the end of the refinement's steps, or an unrefined one at the path's end, is not."""
+def test_a_lambda_counts_as_bracketed_only_where_the_held_out_score_falls_on_both_sides():
+    """A choice at the path's end that the refinement carried past it and saw fall again is bracketed; one at the
+    end of the refinement's steps, one on a plateau (ties at chance) and an unrefined one at the path's end are
+    not."""
     from lazylab.experiments.convex_wall import lambda_at_edge
 
-    def rec(arm, lams, chosen):
-        return {"config": {"arm": arm, "width": 64}, "selection": {f"{lam:g}": 80.0 for lam in lams}, "lambda": chosen}
+    def rec(arm, held_out, chosen):
+        return {"config": {"arm": arm, "width": 64}, "selection": {f"{lam:g}": acc for lam, acc in held_out.items()},
+                "lambda": chosen}
 
     path = [1e-2, 1e-4, 1e-6]
+    climbing = {1e-2: 40.0, 1e-4: 60.0, 1e-6: 70.0}
     convex = {"lambdas": path,
-              "choices": [rec("bracketed", path, 1e-6), rec("still-rising", path, 1e-6), rec("unrefined", path, 1e-2)],
-              "refinements": [rec("bracketed", [3.16e-7, 1e-7], 3.16e-7), rec("still-rising", [3.16e-7, 1e-7], 1e-7)],
+              "choices": [rec("bracketed", climbing, 1e-6), rec("still-rising", climbing, 1e-6),
+                          rec("unrefined", {1e-2: 80.0, 1e-4: 70.0}, 1e-2),
+                          rec("plateau", {1e-2: 10.0, 1e-4: 10.0}, 1e-2)],
+              "refinements": [rec("bracketed", {3.16e-7: 72.0, 1e-7: 71.0}, 3.16e-7),
+                              rec("still-rising", {3.16e-7: 72.0, 1e-7: 73.0}, 1e-7),
+                              rec("plateau", {3.16e-2: 10.0, 3.16e-3: 10.0}, 1e-2)],
               "runs": [{"config": {"arm": arm, "width": 64}, "lambda": lam}
-                       for arm, lam in [("bracketed", 3.16e-7), ("still-rising", 1e-7), ("unrefined", 1e-2)]
+                       for arm, lam in [("bracketed", 3.16e-7), ("still-rising", 1e-7), ("unrefined", 1e-2),
+                                        ("plateau", 1e-2)]
                        for _ in range(2)] + [{"missing": True}]}
-    assert lambda_at_edge(convex) == [4, 6]
+    assert lambda_at_edge(convex) == [6, 8]
 
 
 @pytest.mark.slow

@@ -496,11 +496,11 @@ def add_notes(table: Table, notes: list[str]) -> None:
 
 
 def edge_note(at_edge: list[int]) -> list[str]:
-    """The note on readouts whose lambda is an end of the penalties searched
+    """The note on readouts whose lambda is not bracketed by lower held-out scores
     (``experiments.convex_wall.lambda_at_edge``), if any."""
     edge, total = at_edge
-    return [f"lambda: at an end of the penalties searched in {edge} of {total} readouts, the best may lie beyond "
-            "(--lambdas extends the path)"] if edge else []
+    return [f"lambda: in {edge} of {total} readouts the held-out accuracy was not seen to fall on both sides of the "
+            "chosen penalty: the best may lie beyond (--lambdas extends the path)"] if edge else []
 
 
 def wall_tables(w: dict) -> list:

@@ -38,22 +38,28 @@ def with_convex(payload: dict, result, convex: dict, arms, climb_widths=None, mi
 
 
 def lambda_at_edge(convex: dict) -> list[int]:
-    """``[readouts whose lambda is the smallest or largest penalty searched at their arm and width, readouts]`` of
-    ``run_convex_ladder``'s result. The penalties searched are the walk's and the refinement's (which goes up to
-    ``REFINE_BEYOND`` half-decades past an end of the path); a readout at an end of them may have its best
-    penalty beyond (``--lambdas`` extends the path). A choice the refinement carried past an end of the path and
-    saw fall again is not counted: its optimum lies inside what was searched."""
+    """``[readouts whose lambda is not bracketed, readouts]`` of ``run_convex_ladder``'s result. A lambda is
+    bracketed when, among the penalties searched at its arm and width (the walk's and the refinement's, which goes
+    up to ``REFINE_BEYOND`` half-decades past an end of the path), some larger and some smaller one score lower on
+    the held-out images; otherwise the best penalty may lie beyond (``--lambdas`` extends the path). A choice the
+    refinement carried past an end of the path and saw fall again is bracketed; one on a plateau (ties at chance
+    under penalties far too strong) is not."""
     searched: dict = {}
     for rec in (*convex["choices"], *convex["refinements"]):
         if not rec.get("missing"):
             key = (rec["config"]["arm"], rec["config"]["width"])
-            searched.setdefault(key, set()).update(float(lam) for lam in rec["selection"])
+            searched.setdefault(key, {}).update({float(lam): acc for lam, acc in rec["selection"].items()})
+
+    def bracketed(lam: float, held_out: dict) -> bool:
+        if lam not in held_out:
+            return False
+        lower = [other for other, acc in held_out.items() if acc < held_out[lam]]
+        return any(other > lam for other in lower) and any(other < lam for other in lower)
+
     chosen = [r for r in convex["runs"] if not r.get("missing")]
-    ends = {key: (min(lams), max(lams)) for key, lams in searched.items()}
-    path = (min(convex["lambdas"]), max(convex["lambdas"]))
-    at_end = [r["lambda"] <= low or r["lambda"] >= high for r in chosen
-              for low, high in [ends.get((r["config"]["arm"], r["config"]["width"]), path)]]
-    return [sum(at_end), len(chosen)]
+    open_ended = [not bracketed(r["lambda"], searched.get((r["config"]["arm"], r["config"]["width"]), {}))
+                  for r in chosen]
+    return [sum(open_ended), len(chosen)]
 
 
 def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None) -> dict:
@@ -69,7 +75,7 @@ def wall(result, convex: dict, climb_widths=None, min_gain: float | None = None)
     Args: ``result`` a ``LadderResult``; ``convex`` from ``run_convex_ladder``; ``climb_widths``,
       ``min_gain`` as for the protocol's law.
     Returns: ``{"arms": {arm: {str(width): row}}, "law": {arm: {"protocol": fit, "convex": fit}},
-      "lambda_at_edge": [readouts whose chosen lambda is the smallest or largest searched, readouts]}``.
+      "lambda_at_edge": [readouts whose chosen lambda is not bracketed, readouts]}``.
     """
     from lazylab import analysis as an
     from lazylab.experiments.laws import ladder_records
