@@ -82,8 +82,8 @@ def _check_convex(p: dict) -> None:
     """The convex part (``run_convex_ladder``) agrees with its own records: each arm's lambda at each width is
     where its choice's walk down the path stopped (every lambda fitted but the last beat the best before it, the
     last did not or ended the path) and the best of those it fitted, every cell of that width is fitted at it, the
-    cell means and the wall are the records' means (its count of choices at an end of the penalties searched
-    too), and the answer is what ``answer_rows`` computes from the records."""
+    cell means and the wall are the records' means (its count of choices not bracketed by lower held-out
+    scores too), and the answer is what ``answer_rows`` computes from the records."""
     from lazylab.arms import get_arm
     from lazylab.exchange import answer_rows
     from lazylab.experiments.convex_wall import lambda_at_edge
