@@ -8,6 +8,8 @@ against the wall time of a convex ladder (docs/performance.md, "Estimates agains
 
 from __future__ import annotations
 
+import math
+
 from lazylab.calibration import Calibration
 
 # A convex solve (convex_solve_s): fixed seconds, covariance (per row x m^2, ssyrk),
@@ -23,8 +25,24 @@ CONVEX_FACTOR_S = 2.0e-11
 CONVEX_DATA_EVALUATIONS, CHOICE_SOLVES = 1070, 3
 CONVEX_UNIT_EVALUATIONS = {"yat": 0.7, "relu": 1.0, "gaussian": 2.0}  # another unit: 1
 # A width's refinement (experiments.convex.refine_lambda): two solves on 50,000 images, the first from zeros, and
-# at about a third of the widths one or two more, the first of them from zeros.
+# at about a third of the widths one or two more, the first of them from zeros (refine_solves).
 REFINE_SOLVES = 2.5
+
+
+def refine_solves(coarse: float, path: tuple, narrower: float | None) -> float:
+    """Solves a width's refinement is priced at: ``REFINE_SOLVES``, or, where the walk chose an end of its
+    ``path`` and the next narrower width's refined penalty ``narrower`` lies past that end (the optimum leaving
+    the path as width grows, as the data-seeded Yat bank's from m = 2048), 2 plus the half-decades from
+    ``coarse`` to ``narrower``, at most 2 + ``REFINE_BEYOND``: the refinement fits both neighbours, then steps on
+    a half-decade at a time while it gains, the last step one past its best (``experiments.convex.
+    refine_lambda``; the shipped refinements fitted 2 + the half-decades they moved, e.g. 5 at yat-data-frozen
+    m = 4096, 0.01 -> 0.316)."""
+    from lazylab.experiments.convex import REFINE_BEYOND
+
+    if narrower is None or not (coarse == max(path) < narrower or narrower < min(path) == coarse):
+        return REFINE_SOLVES
+    half_decades = round(abs(2 * math.log10(narrower / coarse)))
+    return float(max(REFINE_SOLVES, min(2 + half_decades, 2 + REFINE_BEYOND)))
 
 
 def convex_evaluations(width: int, unit: str, data_seeded: bool) -> float:
@@ -51,7 +69,7 @@ def convex_solve_s(cal: Calibration, width: int, rows: int, evaluations: float) 
 
 def convex_jobs(ws, plan, lambdas: tuple | None, pricer, run_row) -> tuple[list, float, list]:
     """``run_convex_ladder``'s jobs as ``(rows, CPU seconds, notes)`` for ``estimate._estimate``: per frozen arm and
-    width the choice of lambda (seed 0's features, ``CHOICE_SOLVES`` solves) and its refinement (``REFINE_SOLVES``),
+    width the choice of lambda (seed 0's features, ``CHOICE_SOLVES`` solves) and its refinement (``refine_solves``),
     then every seed (its features, one solve on every image), at ``convex_evaluations`` evaluations a solve; ``pricer`` (``estimate.Pricer``) prices the
     features and compilations, ``run_row`` (``estimate.run_row``) makes each row (passed in: this module is
     ``lazylab.estimate``'s, and imports nothing of it)."""
@@ -78,15 +96,18 @@ def convex_jobs(ws, plan, lambdas: tuple | None, pricer, run_row) -> tuple[list,
             refined = None
             if lam is not None:
                 rcfg = refine_config(lcfg, choice)
-                refinement = ws.memo.get_record(rcfg.key())
-                refined = refinement.get("lambda") if isinstance(refinement, dict) else None
+                refined = _refined(ws, lcfg)
                 if refined is None:  # chosen, not yet refined: its cells' penalty is not known
                     pending.append(f"{arm.name} m={width}")
             row = run_row("convex-refine", arm.name, width, lcfg.seed, None, rcfg.key() if lam is not None else None,
                           refined is not None)
             if refined is None:
-                s = REFINE_SOLVES * convex_solve_s(pricer.cal, width, plan.train_size - lcfg.holdout,
-                                                   convex_evaluations(width, arm.unit.name, data_seeded))
+                # the ladder's widths double: the narrower width's refined penalty, where the memo holds it
+                narrower = _refined(ws, lambda_config(ws, arm, width // 2, plan.train_size, plan.fan_in,
+                                                      lambdas or LAMBDAS)) if width > 1 else None
+                solves = refine_solves(lam, lcfg.lambdas, narrower) if lam is not None else REFINE_SOLVES
+                s = solves * convex_solve_s(pricer.cal, width, plan.train_size - lcfg.holdout,
+                                            convex_evaluations(width, arm.unit.name, data_seeded))
                 row["seconds"] = round(s, 3)
                 seconds += s
             rows.append(row)
@@ -97,6 +118,17 @@ def convex_jobs(ws, plan, lambdas: tuple | None, pricer, run_row) -> tuple[list,
     notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
              f"{pending[0]}), so their readouts count as to compute"] if pending else []
     return rows, seconds, notes
+
+
+def _refined(ws, lcfg) -> float | None:
+    """The refined penalty of the lambda choice ``lcfg`` (a ``LambdaConfig``) in ``ws``'s memo, or None."""
+    from lazylab.experiments.convex import refine_config
+
+    choice = ws.memo.get_record(lcfg.key())
+    if not isinstance(choice, dict) or choice.get("lambda") is None:
+        return None
+    refinement = ws.memo.get_record(refine_config(lcfg, choice).key())
+    return refinement.get("lambda") if isinstance(refinement, dict) else None
 
 
 def convex_cell_jobs(ws, cells: list, pricer, run_row, known: bool = True) -> tuple[list, float, list]:

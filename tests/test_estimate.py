@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,27 @@ def test_a_unit_jax_has_not_compiled_is_priced_cold(tmp_path, monkeypatch):
     assert secs(est, "yat-frozen") == pytest.approx(secs(warm, "yat-frozen"))
     assert secs(est, "relu-frozen") == pytest.approx(secs(cold, "relu-frozen"))
     assert secs(cold, "relu-frozen") > secs(warm, "relu-frozen")
+
+
+def test_a_refinement_whose_optimum_leaves_the_path_is_priced_at_the_steps_it_takes():
+    """``refine_solves``: 2.5 solves where nothing says the refinement will step on; where the walk chose an end
+    of its path and the narrower width's refined penalty lies past it, 2 + the half-decades between them, capped
+    at the steps the refinement may take. Checked against the shipped data-seeded Yat refinement at m = 4096,
+    whose walk chose the path's top and which fitted 5 penalties."""
+    from lazylab.estimate_convex import REFINE_SOLVES, refine_solves
+    from lazylab.experiments.convex import LAMBDAS, REFINE_BEYOND
+
+    top, bottom = max(LAMBDAS), min(LAMBDAS)
+    assert refine_solves(top, LAMBDAS, None) == REFINE_SOLVES
+    assert refine_solves(top, LAMBDAS, top) == REFINE_SOLVES  # the narrower width's optimum sits inside the path
+    assert refine_solves(1e-6, LAMBDAS, 1e-3) == REFINE_SOLVES  # inside the path: the walk fitted both sides
+    assert refine_solves(top, LAMBDAS, 0.316) == 5  # 0.01 -> 0.316: three half-decades
+    assert refine_solves(bottom, LAMBDAS, bottom / 100) == 6
+    assert refine_solves(top, LAMBDAS, 1e6) == 2 + REFINE_BEYOND
+
+    payload = json.loads((Path(E.__file__).parent / "reference" / "paper.json").read_text())["payload"]
+    fitted = {(r["config"]["arm"], r["config"]["width"]): r for r in payload["convex"]["refinements"]}
+    record = fitted[("yat-data-frozen", 4096)]
+    priced = refine_solves(record["coarse"], tuple(record["config"]["lambdas"]),
+                           fitted[("yat-data-frozen", 2048)]["lambda"])
+    assert len(record["selection"]) == 5 and 5 / 1.5 <= priced <= 5, priced
