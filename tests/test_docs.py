@@ -95,4 +95,4 @@ def test_docs_count_the_shipped_lambda_choices_not_yet_refined():
     """docs/convex.md's count of the choices marked (walk) is the shipped reference's ``convex.unrefined``."""
     payload = json.loads((ROOT / "lazylab" / "reference" / "paper.json").read_text())["payload"]
     n = len(payload["convex"]["unrefined"])
-    assert f"The {n} choices marked (walk)" in (ROOT / "docs" / "convex.md").read_text()
+    assert f"The {n} choice{'s' * (n != 1)} marked (walk)" in (ROOT / "docs" / "convex.md").read_text()

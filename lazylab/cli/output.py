@@ -444,7 +444,8 @@ def fair_parts(fair: dict | None) -> list:
                           per_unit_words(hit) or "-")
     add_notes(table, [f"{arm}: {n} of {total} readouts stop at the iteration cap, so its accuracies are lower bounds "
                       "and its matching widths upper bounds" for arm, (n, total) in fair.get("capped", {}).items() if n]
-              + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} arm-widths, from "
+              + ([f"lambda not refined yet (the walk's choice) at {len(fair['unrefined'])} "
+                  f"arm-width{'s' * (len(fair['unrefined']) != 1)}, from "
                   f"{fair['unrefined'][0][0]} m={fair['unrefined'][0][1]}"] if fair.get("unrefined") else []))
     parts.append(table)
     first = fair["answers"]["fair"][0]
