@@ -35,8 +35,8 @@ def refine_solves(coarse: float, path: tuple, narrower: float | None) -> float:
     the path as width grows, as the data-seeded Yat bank's from m = 2048), 2 plus the half-decades from
     ``coarse`` to ``narrower``, at most 2 + ``REFINE_BEYOND``: the refinement fits both neighbours, then steps on
     a half-decade at a time while it gains, the last step one past its best (``experiments.convex.
-    refine_lambda``; the shipped refinements fitted 2 + the half-decades they moved, e.g. 5 at yat-data-frozen
-    m = 4096, 0.01 -> 0.316)."""
+    refine_lambda``; 37 of the 39 shipped refinements fitted 2 + the half-decades from the walk's choice to
+    their best penalty, e.g. 5 at yat-data-frozen m = 4096, 0.01 -> 0.316; the other two stopped on a tie)."""
     from lazylab.experiments.convex import REFINE_BEYOND
 
     if narrower is None or not (coarse == max(path) < narrower or narrower < min(path) == coarse):
