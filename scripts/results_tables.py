@@ -263,7 +263,8 @@ def lambda_table(payload: dict) -> str:
             else:
                 runs.append([text, w, w])
         rows.append([arm, ", ".join(f"{t} ({a}{'' if a == b else f'-{b}'})" for t, a, b in runs)])
-    return _md(["arm", "lambda per width (seed 0's bank, held-out images; (walk): refinement not computed yet)"], rows)
+    walk = "; (walk): refinement not computed yet" if unrefined else ""
+    return _md(["arm", f"lambda per width (seed 0's bank, held-out images{walk})"], rows)
 
 
 def sentence(payload: dict) -> str:
