@@ -35,7 +35,7 @@ def refine_solves(coarse: float, path: tuple, narrower: float | None) -> float:
     the path as width grows, as the data-seeded Yat bank's from m = 2048), 2 plus the half-decades from
     ``coarse`` to ``narrower``, at most 2 + ``REFINE_BEYOND``: the refinement fits both neighbours, then steps on
     a half-decade at a time while it gains, the last step one past its best (``experiments.convex.
-    refine_lambda``; 37 of the 39 shipped refinements fitted 2 + the half-decades from the walk's choice to
+    refine_lambda``; 38 of the 40 shipped refinements fitted 2 + the half-decades from the walk's choice to
     their best penalty, e.g. 5 at yat-data-frozen m = 4096, 0.01 -> 0.316; the other two stopped on a tie)."""
     from lazylab.experiments.convex import REFINE_BEYOND
 
@@ -115,7 +115,8 @@ def convex_jobs(ws, plan, lambdas: tuple | None, pricer, run_row) -> tuple[list,
                      for seed in plan.seeds]
             more, s, _ = convex_cell_jobs(ws, cells, pricer, run_row, known=refined is not None)
             rows, seconds = rows + more, seconds + s
-    notes = [f"convex lambda not chosen yet at {len(pending)} arm-width{'s' * (len(pending) != 1)} (first "
+    notes = [f"convex lambda not chosen or not refined yet at {len(pending)} "
+             f"arm-width{'s' * (len(pending) != 1)} (first "
              f"{pending[0]}), so their readouts count as to compute"] if pending else []
     return rows, seconds, notes
 
