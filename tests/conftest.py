@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from lazylab import xla_cache
 
+# The session's throwaway folders live under one root, removed when the session ends.
+SCRATCH = Path(tempfile.mkdtemp(prefix="lazylab-test-"))
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+
+
+def _scratch(name: str) -> str:
+    (SCRATCH / name).mkdir()
+    return str(SCRATCH / name)
+
+
 # Tests must not touch the user's memo or environment-selected data.
 os.environ.pop("LAZYLAB_STRICT_PLUGINS", None)
 # Nor the user's ./out: figures and tables written by default go to a throwaway folder.
-os.environ["LAZYLAB_OUT"] = tempfile.mkdtemp(prefix="lazylab-test-out-")
+os.environ["LAZYLAB_OUT"] = _scratch("out")
 # Nor the user's compilation cache; one shared by the whole session (its CLI subprocesses and
 # Ray workers included) spares each test the compiles an earlier one did.
-os.environ["LAZYLAB_XLA_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-xla-")
+os.environ["LAZYLAB_XLA_CACHE"] = _scratch("xla")
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Nor the user's memo (~/.cache/lazylab/memo by default, lazylab.cache.default_dir): a command run
 # without --cache-dir uses a throwaway one (memo_dir gives a test its own).
-os.environ["LAZYLAB_CACHE"] = tempfile.mkdtemp(prefix="lazylab-test-memo-")
+os.environ["LAZYLAB_CACHE"] = _scratch("memo")
 # Nor the user's calibration (lazylab.calibration): a throwaway cache home holding the development
 # machine's figures as this machine's, so no command in a test spends 25-55 s measuring it.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="lazylab-test-home-")
+os.environ["XDG_CACHE_HOME"] = _scratch("home")
 xla_cache.enable()
 
 from cli_helpers import pinned  # noqa: E402  (after the environment above: it imports the CLI)
@@ -48,11 +61,27 @@ os.environ["LAZYLAB_CPU_SHARE"] = "1"
 
 
 @pytest.fixture(scope="session")
-def fmnist(tmp_path_factory):
+def fmnist():
     """The real dataset (60k/10k), parsed once into a session cache."""
     from lazylab import data
 
-    return data.load(None, cache_dir=tmp_path_factory.mktemp("datacache"))
+    return data.load(None, cache_dir=Path(_scratch("datacache")))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_module_folders(request, tmp_path_factory):
+    """Remove the temporary folders a test module made once it has passed.
+
+    Most tests own a memo, and every memo holds a parsed copy of the data (53 MB): kept until the
+    session ends, they would fill several GB of a CI machine's disk. A module with a failure keeps
+    its folders to be looked at (and pytest's tmp_path_retention_policy keeps a failed test's).
+    """
+    basetemp = tmp_path_factory.getbasetemp()
+    before, failed = set(basetemp.iterdir()), request.session.testsfailed
+    yield
+    if request.session.testsfailed == failed:
+        for path in set(basetemp.iterdir()) - before:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
