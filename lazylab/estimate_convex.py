@@ -96,7 +96,8 @@ def convex_jobs(ws, plan, lambdas: tuple | None, pricer, run_row) -> tuple[list,
             refined = None
             if lam is not None:
                 rcfg = refine_config(lcfg, choice)
-                refined = _refined(ws, lcfg)
+                refinement = ws.memo.get_record(rcfg.key())
+                refined = refinement.get("lambda") if isinstance(refinement, dict) else None
                 if refined is None:  # chosen, not yet refined: its cells' penalty is not known
                     pending.append(f"{arm.name} m={width}")
             row = run_row("convex-refine", arm.name, width, lcfg.seed, None, rcfg.key() if lam is not None else None,
