@@ -9,6 +9,7 @@ import json
 import re
 import signal
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -56,13 +57,16 @@ def assert_one_line_error(code, err, *needles) -> str:
 
 
 def write_dist(root: Path, name: str, version: str, eps: dict[str, str], modules: dict[str, str] = {}) -> Path:
-    """A minimal installed distribution in ``root``: METADATA, entry_points.txt and module files."""
+    """A minimal installed distribution in ``root``: METADATA, entry_points.txt and module files. A module of the
+    same name that an earlier test imported is forgotten, so this one is imported (the earlier file went with its
+    test's folder)."""
     info = root / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text("[lazylab.arms]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
     for filename, source in modules.items():
         (root / filename).write_text(source)
+        sys.modules.pop(Path(filename).stem, None)
     return root
 
 

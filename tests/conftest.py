@@ -92,6 +92,23 @@ def memo_dir(tmp_path, monkeypatch):
     return d
 
 
+@pytest.fixture(scope="module")
+def case_folder(tmp_path_factory):
+    """``case_folder(name)``: a new folder for one hypothesis example, where tmp_path cannot serve (hypothesis
+    refuses function-scoped fixtures: its examples would share one folder). Each call removes the folder of the
+    call before it, so a fuzzed test holds one copy of a memo at a time; hypothesis ends a failing test by
+    replaying the failing example, whose folder stays."""
+    made = []
+
+    def folder(name: str) -> Path:
+        while made:
+            shutil.rmtree(made.pop(), ignore_errors=True)
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    return folder
+
+
 # Slow tests (the `slow` marker, pyproject.toml) in files whose tests are marked here rather than by
 # `@pytest.mark.slow` beside them; every parametrization of a name listed is slow. They train on real
 # data, run ladders or subprocesses, or share a module fixture that does; `pytest -m "not slow"`

@@ -312,7 +312,7 @@ def test_cache_prune_also_removes_unreadable_rows(tiny, tmp_path, capsys):
 @pytest.mark.slow  # the tiny ladder trains
 @given(case=st.data())
 @fuzz(30)
-def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tiny, tmp_path_factory, capsys):
+def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tiny, case_folder, capsys):
     """A run record or the redundancy record, mutated and sealed under its own key (as a hand-edited or
     foreign memo would hold it): ``runs`` and ``ladder --report`` (reads the memo, computes nothing)
     use it if its schema accepts it, else report it corrupt in one line and delete it; never exit 1,
@@ -325,7 +325,7 @@ def test_property_any_stored_record_gives_a_report_from_it_or_one_line(case, tin
     record = original.get_record(key)
     original.close()
     how, raw = case.draw(mutated(record))
-    memo_dir = copy_memo(tiny, tmp_path_factory.mktemp("m") / "memo")
+    memo_dir = copy_memo(tiny, case_folder("m") / "memo")
     keys = sorted(str(r[1]) for r in memo_rows(memo_dir))
     memo = Memo(memo_dir)
     memo._put(key, raw)
@@ -385,12 +385,12 @@ def tiny_data(tmp_path_factory):
 
 @given(case=st.data())
 @fuzz(40)
-def test_property_any_data_copy_digests_give_the_data_or_one_line_and_a_reparse(case, tiny_data, tmp_path_factory):
+def test_property_any_data_copy_digests_give_the_data_or_one_line_and_a_reparse(case, tiny_data, case_folder):
     from lazylab.schemas.caches import DataCopyDigests
 
     folder, memo, ds, digests = tiny_data
     how, raw = case.draw(mutated(digests))
-    mine = tmp_path_factory.mktemp("d") / "memo"
+    mine = case_folder("d") / "memo"
     shutil.copytree(memo, mine)
     (mine / "data" / ds.fingerprint / "sha256.json").write_bytes(raw)
     try:
@@ -429,7 +429,7 @@ def test_a_fifo_in_a_data_copy_is_one_line_and_a_reparse(tiny_data, tmp_path):
 
 @given(case=st.data())
 @fuzz(40)
-def test_property_any_feature_header_gives_the_arrays_or_one_line(case, tmp_path_factory):
+def test_property_any_feature_header_gives_the_arrays_or_one_line(case, case_folder):
     """A feature entry whose header line is mutated (and sealed again, as a forged entry would be): read
     back as exactly what its header says, or reported corrupt in one line and deleted."""
     from lazylab.schemas.caches import FeatureHeader
@@ -437,7 +437,7 @@ def test_property_any_feature_header_gives_the_arrays_or_one_line(case, tmp_path
     arrays = {"train": np.arange(12, dtype=np.float32).reshape(3, 4), "test": np.arange(4, dtype=np.int32)}
     header = {"arrays": [{"name": k, "dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()]}
     how, raw = case.draw(mutated(header))
-    memo = Memo(tmp_path_factory.mktemp("f") / "memo")
+    memo = Memo(case_folder("f") / "memo")
     body = b"".join(a.tobytes() for a in arrays.values())
     memo._feature_store(create=True).set("k", _SealedReader([memoryview(raw.replace(b"\n", b" ") + b"\n"),
                                                              memoryview(body)], "k"), read=True)

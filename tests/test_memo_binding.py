@@ -243,14 +243,14 @@ def test_every_kind_of_entry_has_its_property_case():
 @given(case=st.data())
 @fuzz(1)
 def test_property_a_value_moved_to_another_key_is_one_corrupt_line_recomputed_and_found_by_check(
-        case, command, kind, memo_of, tmp_path_factory, capsys):
+        case, command, kind, memo_of, case_folder, capsys):
     clean_memo, clean = memo_of(command)
     capsys.readouterr()  # what filling the memo printed
     store_name = store_of(kind)
     keys = sorted(key for name, key in clean if name == store_name and kind_of(key) == kind)
     assert len(keys) >= 2, (command, kind, keys)  # the command's memo holds two entries of the kind
     src, dst = case.draw(st.permutations(keys))[:2]
-    root = tmp_path_factory.mktemp("moved")
+    root = case_folder("moved")
 
     checked = moved_copy(clean_memo, root / "checked", [(store_name, src, dst)])
     with no_hang(CASE_S):
@@ -290,7 +290,7 @@ def test_swapped_feature_banks_are_two_corrupt_lines_and_the_runs_train_on_their
 @given(case=st.data())
 @fuzz(4)
 def test_property_a_damaged_resealed_gram_or_trajectory_record_exits_0_or_2_never_1(
-        case, command, part, memo_of, tmp_path_factory, capsys):
+        case, command, part, memo_of, case_folder, capsys):
     """The field case: a damaged record sealed again under its own key (as a hand-edited memo holds it) made
     ``gram`` and ``trajectory`` exit 1 on every run. Now it is read if its kind's schema accepts it, else one
     corrupt line and recomputed; never an internal error."""
@@ -300,7 +300,7 @@ def test_property_a_damaged_resealed_gram_or_trajectory_record_exits_0_or_2_neve
     capsys.readouterr()
     keys = sorted(key for _, key in clean if KEY.fullmatch(key) and kind_of(key) == (command[:4], part))
     key = case.draw(st.sampled_from(keys))
-    memo_dir = tmp_path_factory.mktemp("damaged") / "memo"
+    memo_dir = case_folder("damaged") / "memo"
     shutil.copytree(clean_memo, memo_dir)
     memo = Memo(memo_dir)
     how, raw = case.draw(mutated(memo.get_record(key)))
