@@ -94,10 +94,10 @@ def memo_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def case_folder(tmp_path_factory):
-    """``case_folder(name)``: a new folder for one hypothesis example, where tmp_path cannot serve (hypothesis
-    refuses function-scoped fixtures: its examples would share one folder). Each call removes the folder of the
-    call before it, so a fuzzed test holds one copy of a memo at a time; hypothesis ends a failing test by
-    replaying the failing example, whose folder stays."""
+    """``case_folder(name)``: a new folder for one hypothesis example, where tmp_path cannot serve (hypothesis runs
+    all of a test's examples under one function-scoped fixture: they would share its folder). Each call removes
+    the folder of the call before it, so a fuzzed test holds one copy of a memo at a time; hypothesis ends a
+    failing test by replaying the failing example, whose folder stays."""
     made = []
 
     def folder(name: str) -> Path:
